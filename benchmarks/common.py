@@ -1,0 +1,23 @@
+"""Helpers shared by the benchmarks: machine description and peak memory."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+
+
+def machine() -> str:
+  cpu = "unknown cpu"
+  try:
+    with open("/proc/cpuinfo") as f:
+      cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+  except (OSError, StopIteration):
+    pass
+  mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+  return f"{platform.node()}: {os.cpu_count()} cores, {cpu}, {mem:.1f} GiB, Python {platform.python_version()}"
+
+
+def peak_rss_gib() -> float:
+  """Peak resident memory of this process so far (Linux ru_maxrss is in KiB)."""
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

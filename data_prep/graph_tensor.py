@@ -1,0 +1,145 @@
+"""The GraphTensor data contract: schema, tf.train.Example encoding, and tf.data readers.
+
+Every graph is one GraphTensor with
+
+* node set `nodes`: `features` float32 [F] (see `features.py`), `rwse` float32 [n_rw],
+  `dse` float32 [n_dg] (see `structure.py`);
+* edge set `edges` from `nodes` to `nodes`, each undirected edge in both directions;
+* context: `label` int64 [] (class index 0..C-1).
+
+The schema for a dataset is `graph_schema(...)`; the checked-in `schemas/<NAME>.pbtxt` files hold it for
+the 16 TU datasets with the default widths (a test regenerates and compares them). Examples are
+written in TF-GNN's own encoding (`tfgnn.write_example` keys), built directly from NumPy for speed;
+`tfgnn.parse_example` reads them back. TFF cannot carry a GraphTensor across a computation boundary:
+`to_flat`/`from_flat` give the flat dict of dense tensors for that.
+"""
+
+from __future__ import annotations
+
+import collections
+import pathlib
+from typing import Iterable
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from google.protobuf import text_format
+
+NODES = "nodes"
+EDGES = "edges"
+FEATURES = "features"
+RWSE = "rwse"
+DSE = "dse"
+LABEL = "label"
+SCHEMA_DIR = pathlib.Path(__file__).parent / "schemas"
+
+
+def graph_schema(feature_dim: int, n_rw: int, n_dg: int) -> tfgnn.GraphSchema:
+  """The GraphSchema of one dataset's graphs."""
+  schema = tfgnn.GraphSchema()
+  schema.context.features[LABEL].dtype = tf.int64.as_datatype_enum
+  node_set = schema.node_sets[NODES]
+  for name, width in ((FEATURES, feature_dim), (RWSE, n_rw), (DSE, n_dg)):
+    feature = node_set.features[name]
+    feature.dtype = tf.float32.as_datatype_enum
+    feature.shape.dim.add().size = width
+  schema.edge_sets[EDGES].source = NODES
+  schema.edge_sets[EDGES].target = NODES
+  return schema
+
+
+def schema_to_text(schema: tfgnn.GraphSchema) -> str:
+  return text_format.MessageToString(schema)
+
+
+def load_schema(name: str) -> tfgnn.GraphSchema:
+  """The checked-in schema of TU dataset `name` (default widths n_rw = n_dg = 16)."""
+  path = SCHEMA_DIR / f"{name}.pbtxt"
+  if not path.is_file():
+    raise ValueError(f"no checked-in schema for dataset {name!r} ({path} does not exist)")
+  return tfgnn.read_schema(str(path))
+
+
+def graph_spec(schema: tfgnn.GraphSchema) -> tfgnn.GraphTensorSpec:
+  return tfgnn.create_graph_spec_from_schema_pb(schema)
+
+
+def _float_feature(values: np.ndarray) -> tf.train.Feature:
+  return tf.train.Feature(float_list=tf.train.FloatList(value=values.ravel()))
+
+
+def _int_feature(values: np.ndarray) -> tf.train.Feature:
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=np.asarray(values).ravel()))
+
+
+def encode_graph(*, features: np.ndarray, rwse: np.ndarray, dse: np.ndarray, edges: np.ndarray,
+                 label: int) -> bytes:
+  """Serialized tf.train.Example of one graph (same keys as `tfgnn.write_example`).
+
+  Args:
+    features, rwse, dse: [n, .] node arrays of the graph.
+    edges: [e, 2] local undirected edges (u < v); both directions are written.
+    label: class index.
+  """
+  source = np.concatenate([edges[:, 0], edges[:, 1]])
+  target = np.concatenate([edges[:, 1], edges[:, 0]])
+  feature = {
+      f"nodes/{NODES}.#size": _int_feature([len(features)]),
+      f"nodes/{NODES}.{FEATURES}": _float_feature(features),
+      f"nodes/{NODES}.{RWSE}": _float_feature(rwse),
+      f"nodes/{NODES}.{DSE}": _float_feature(dse),
+      f"edges/{EDGES}.#size": _int_feature([len(source)]),
+      f"edges/{EDGES}.#source": _int_feature(source),
+      f"edges/{EDGES}.#target": _int_feature(target),
+      f"context/{LABEL}": _int_feature([label]),
+  }
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def write_tfrecord(path: str | pathlib.Path, examples: Iterable[bytes]) -> int:
+  """Writes serialized examples (GZIP-compressed TFRecord); returns the count."""
+  count = 0
+  with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+    for example in examples:
+      writer.write(example)
+      count += 1
+  return count
+
+
+def read_graphs(paths: str | Iterable[str] | tf.Tensor, spec: tfgnn.GraphTensorSpec) -> tf.data.Dataset:
+  """tf.data dataset of scalar GraphTensors from TFRecord files written by `write_tfrecord`."""
+  return tf.data.TFRecordDataset(paths, compression_type="GZIP").map(
+      lambda s: tfgnn.parse_single_example(spec, s))
+
+
+def batched(graphs: tf.data.Dataset, batch_size: int, *, shuffle_seed: int | None = None,
+            shuffle_buffer: int = 10_000) -> tf.data.Dataset:
+  """Batches of `batch_size` graphs merged into one GraphTensor each (components = graphs)."""
+  if shuffle_seed is not None:
+    graphs = graphs.shuffle(shuffle_buffer, seed=shuffle_seed, reshuffle_each_iteration=True)
+  return graphs.batch(batch_size).map(lambda g: g.merge_batch_to_components())
+
+
+def to_flat(graph: tfgnn.GraphTensor) -> collections.OrderedDict[str, tf.Tensor]:
+  """A merged GraphTensor (rank 0) as a flat OrderedDict of dense tensors (TFF-compatible)."""
+  nodes = graph.node_sets[NODES]
+  edges = graph.edge_sets[EDGES]
+  return collections.OrderedDict(
+      node_sizes=nodes.sizes, edge_sizes=edges.sizes,
+      source=edges.adjacency.source, target=edges.adjacency.target,
+      features=nodes[FEATURES], rwse=nodes[RWSE], dse=nodes[DSE],
+      label=graph.context[LABEL])
+
+
+def from_flat(flat: dict[str, tf.Tensor]) -> tfgnn.GraphTensor:
+  """Inverse of `to_flat`."""
+  return tfgnn.GraphTensor.from_pieces(
+      context=tfgnn.Context.from_fields(
+          sizes=tf.ones_like(flat["node_sizes"]), features={LABEL: flat["label"]}),
+      node_sets={NODES: tfgnn.NodeSet.from_fields(
+          sizes=flat["node_sizes"],
+          features={FEATURES: flat["features"], RWSE: flat["rwse"], DSE: flat["dse"]})},
+      edge_sets={EDGES: tfgnn.EdgeSet.from_fields(
+          sizes=flat["edge_sizes"],
+          adjacency=tfgnn.Adjacency.from_indices((NODES, flat["source"]), (NODES, flat["target"])))})

@@ -1,0 +1,1 @@
+"""Runnable entry points. Flags live here only; the library takes explicit arguments."""

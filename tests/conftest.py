@@ -1,0 +1,53 @@
+"""Shared fixtures: the real TU data folder and hand-written TU-format datasets."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+DEFAULT_SHARED = REPO.parent / "shared" / "data" / "TUDataset"
+
+
+def real_data_dir() -> pathlib.Path | None:
+  path = pathlib.Path(os.environ.get("TFF_GRAPH_DATA", DEFAULT_SHARED))
+  return path if (path / "MUTAG.zip").is_file() or (path / "MUTAG").is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> pathlib.Path:
+  """The real TU datasets; required on CI, skipped elsewhere when absent."""
+  path = real_data_dir()
+  if path is None:
+    if os.environ.get("CI"):
+      pytest.fail(f"CI needs the TU datasets at $TFF_GRAPH_DATA or {DEFAULT_SHARED}")
+    pytest.skip("real TU datasets not found (set TFF_GRAPH_DATA)")
+  return path
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> pathlib.Path:
+  """One cache per test session, so tests never touch the user's cache."""
+  return tmp_path_factory.mktemp("tff_graph_cache")
+
+
+def write_tu(folder: pathlib.Path, name: str, files: dict[str, str]) -> pathlib.Path:
+  """Writes `<folder>/<name>/<name>_<suffix>.txt` for every suffix; returns `folder`."""
+  d = folder / name
+  d.mkdir(parents=True, exist_ok=True)
+  for suffix, text in files.items():
+    (d / f"{name}_{suffix}.txt").write_text(text)
+  return folder
+
+
+# Two graphs: a triangle (nodes 1-3) with a self-loop on 1 and a duplicated edge, and a path 4-5-6
+# plus an isolated node 7. Raw graph labels -1 / 1.
+SMALL = {
+    "A": "1, 2\n2, 1\n1, 2\n2, 3\n3, 2\n1, 3\n3, 1\n1, 1\n4, 5\n5, 4\n5, 6\n6, 5\n",
+    "graph_indicator": "1\n1\n1\n2\n2\n2\n2\n",
+    "graph_labels": "-1\n1\n",
+    "node_labels": "2\n4\n2\n3\n3\n2\n2\n",
+    "node_attributes": "0.5, 1\n1, 2\n2, 3\n3, 4\n4, 5\n5, 6\n6, 7\n",
+}

@@ -1,0 +1,102 @@
+"""Preparing settings: files per client, reuse when current, nothing half-written on errors."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow_gnn as tfgnn
+
+from data_prep import cache
+from data_prep import graph_tensor as gt
+from data_prep import partition
+from data_prep import tu
+from tests.conftest import write_tu
+
+
+def _fake_mutag(folder, graphs: int = 20, broken: bool = False):
+  """A TU-format dataset named MUTAG: `graphs` paths of 3 nodes, alternating labels."""
+  a, ind, nl = [], [], []
+  for g in range(graphs):
+    base = 3 * g + 1
+    a += [f"{base}, {base + 1}", f"{base + 1}, {base}", f"{base + 1}, {base + 2}", f"{base + 2}, {base + 1}"]
+    ind += [str(g + 1)] * 3
+    nl += ["0", "1", str(g % 3)]
+  labels = [str(g % 2) for g in range(graphs)]
+  if broken:
+    labels = labels[:-1]
+  return write_tu(folder, "MUTAG", {"A": "\n".join(a) + "\n", "graph_indicator": "\n".join(ind) + "\n",
+                                    "graph_labels": "\n".join(labels) + "\n",
+                                    "node_labels": "\n".join(nl) + "\n"})
+
+
+def test_prepare_writes_every_split_and_reuses_it(tmp_path):
+  data = _fake_mutag(tmp_path / "data")
+  prepared = cache.prepare_setting("MUTAG:2", data_dir=data, cache_dir=tmp_path / "cache")
+  assert [c.client_id for c in prepared.clients] == ["0-MUTAG", "1-MUTAG"]
+  total = 0
+  for c in prepared.clients:
+    spec = gt.graph_spec(tfgnn.read_schema(c.schema_path))
+    for part in cache.SPLITS:
+      graphs = list(gt.read_graphs(c.files[part], spec))
+      assert len(graphs) == c.sizes[part]
+      total += len(graphs)
+      for g in graphs:
+        assert int(g.node_sets[gt.NODES].sizes[0]) == 3
+        assert int(g.edge_sets[gt.EDGES].sizes[0]) == 4
+    assert c.feature_dim == 3 and c.num_classes == 2
+  assert total == 20
+  manifest = prepared.root / "manifest.json"
+  stamp = manifest.stat().st_mtime_ns
+  again = cache.prepare_setting("MUTAG:2", data_dir=data, cache_dir=tmp_path / "cache")
+  assert again.root == prepared.root and manifest.stat().st_mtime_ns == stamp
+  other_seed = cache.prepare_setting("MUTAG:2", data_dir=data, cache_dir=tmp_path / "cache", seed=5)
+  assert other_seed.root != prepared.root
+
+
+def test_changed_source_invalidates_cache(tmp_path):
+  data = _fake_mutag(tmp_path / "data")
+  first = cache.prepare_setting("MUTAG:1", data_dir=data, cache_dir=tmp_path / "cache")
+  _fake_mutag(tmp_path / "data", graphs=24)
+  f = data / "MUTAG" / "MUTAG_A.txt"
+  os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+  second = cache.prepare_setting("MUTAG:1", data_dir=data, cache_dir=tmp_path / "cache")
+  assert second.root != first.root
+  assert sum(second.clients[0].sizes.values()) == 24
+
+
+def test_bad_dataset_leaves_no_cache_behind(tmp_path):
+  data = _fake_mutag(tmp_path / "data", broken=True)
+  with pytest.raises(tu.TUFormatError, match="MUTAG_graph_labels.txt: 19 labels for 20 graphs"):
+    cache.prepare_setting("MUTAG:2", data_dir=data, cache_dir=tmp_path / "cache")
+  left = [p for p in (tmp_path / "cache").rglob("*")] if (tmp_path / "cache").exists() else []
+  assert [p for p in left if p.is_file()] == []
+
+
+def test_unknown_names(tmp_path):
+  with pytest.raises(partition.SettingError, match="unknown setting 'nope'"):
+    cache.prepare_setting("nope", data_dir=tmp_path, cache_dir=tmp_path / "c")
+  with pytest.raises(partition.SettingError, match="unknown dataset 'NOPE'"):
+    cache.load_dataset("NOPE", data_dir=tmp_path, cache_dir=tmp_path / "c")
+  with pytest.raises(tu.TUFormatError, match="does not exist"):
+    cache.prepare_setting("chem", data_dir=tmp_path / "missing", cache_dir=tmp_path / "c")
+
+
+def test_real_chem_setting(data_dir, cache_dir):
+  prepared = cache.prepare_setting("chem", data_dir=data_dir, cache_dir=cache_dir)
+  stats = cache.statistics_table(prepared)
+  assert [s["dataset"] for s in stats] == list(partition.GROUPS["chem"])
+  mutag = stats[0]
+  assert (mutag["train"], mutag["val"], mutag["test"]) == (150, 19, 19)
+  assert mutag["avg_nodes"] == pytest.approx(17.93, abs=0.01)
+  assert mutag["feature_dim"] == 7
+  nci1 = prepared.clients[6]
+  spec = gt.graph_spec(gt.load_schema("NCI1"))
+  first = next(iter(gt.read_graphs(nci1.files["val"], spec)))
+  rwse = first.node_sets[gt.NODES][gt.RWSE].numpy()
+  assert rwse.shape[1] == 16 and np.all((rwse >= 0) & (rwse <= 1))
+  # Stratified: train class shares within one graph of the dataset's.
+  d = cache.load_dataset("NCI1", data_dir=data_dir, cache_dir=cache_dir)
+  share = np.bincount(d.data.graph_labels) / d.data.num_graphs
+  assert np.all(np.abs(np.array(stats[6]["train_class_counts"]) - share * stats[6]["train"]) <= 1)
