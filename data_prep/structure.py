@@ -48,14 +48,17 @@ def _inv_sqrt(deg: np.ndarray) -> np.ndarray:
   return out
 
 
-def rwse(dataset: tu.TUDataset, n_rw: int = N_RW, *, dense_max_nodes: int = 600) -> np.ndarray:
+def rwse(dataset: tu.TUDataset, n_rw: int = N_RW, *, dense_max_nodes: int = 64,
+         dense_density: float = 0.1) -> np.ndarray:
   """float32 [N, n_rw]: diag((A D^-1)^k), k = 1..n_rw, for every node of every graph."""
   if n_rw < 1:
     raise ValueError(f"n_rw must be >= 1, got {n_rw}")
   out = np.zeros((dataset.num_nodes, n_rw), dtype=np.float32)
   sizes = dataset.graph_sizes()
   powers = np.arange(1, n_rw + 1)
-  small = np.flatnonzero(sizes <= dense_max_nodes)
+  density = 2.0 * dataset.graph_edge_counts() / np.maximum(sizes * sizes, 1)
+  use_dense = (sizes <= dense_max_nodes) | (density >= dense_density)
+  small = np.flatnonzero(use_dense)
   for n in np.unique(sizes[small]):
     group = small[sizes[small] == n]
     mats = np.zeros((len(group), n, n), dtype=np.float64)
@@ -69,7 +72,7 @@ def rwse(dataset: tu.TUDataset, n_rw: int = N_RW, *, dense_max_nodes: int = 600)
     diag = np.einsum("bij,bjk->bik", vecs ** 2, lam[:, :, None] ** powers[None, None, :])
     for j, g in enumerate(group):
       out[dataset.node_offsets[g]:dataset.node_offsets[g + 1]] = diag[j]
-  for g in np.flatnonzero(sizes > dense_max_nodes):
+  for g in np.flatnonzero(~use_dense):
     n = int(sizes[g])
     local = dataset.edges[dataset.edge_offsets[g]:dataset.edge_offsets[g + 1]] - dataset.node_offsets[g]
     rows = np.concatenate([local[:, 0], local[:, 1]])

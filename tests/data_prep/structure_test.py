@@ -29,10 +29,11 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("dense_max_nodes", [600, 0])  # Batched eigh path and sparse product path.
-def test_rwse_by_hand(case, dense_max_nodes):
+@pytest.mark.parametrize("paths", [dict(dense_max_nodes=600), dict(dense_max_nodes=0, dense_density=2.0)],
+                         ids=["eigh", "sparse"])
+def test_rwse_by_hand(case, paths):
   n, edges, expected = CASES[case]
-  got = structure.rwse(_graph(n, edges), 4, dense_max_nodes=dense_max_nodes)
+  got = structure.rwse(_graph(n, edges), 4, **paths)
   assert np.all(np.isfinite(got))
   np.testing.assert_allclose(got, expected, atol=1e-6)
 
@@ -48,9 +49,8 @@ def test_rwse_matches_matrix_powers_on_random_graphs():
   deg = a.sum(0)
   p = a @ np.diag(np.where(deg > 0, 1 / np.maximum(deg, 1), 0))
   expected = np.stack([np.diag(np.linalg.matrix_power(p, k)) for k in range(1, 17)], axis=1)
-  for dense_max_nodes in (600, 0):
-    np.testing.assert_allclose(structure.rwse(g, 16, dense_max_nodes=dense_max_nodes), expected,
-                               atol=1e-6)
+  for paths in (dict(dense_max_nodes=600), dict(dense_max_nodes=0, dense_density=2.0)):
+    np.testing.assert_allclose(structure.rwse(g, 16, **paths), expected, atol=1e-6)
 
 
 def test_dse_clips_degree_to_1_ndg():

@@ -1,0 +1,271 @@
+"""The two model families of the papers, as Keras models that declare their own partition.
+
+* `GINClassifier` (GCFL, Xie et al., NeurIPS 2021; the baselines):
+  Linear(n_feat->h) -> L x [conv, ReLU, dropout] -> sum pooling -> Linear(h->h)+ReLU -> dropout ->
+  Linear(h->n_class). Backbone `gin` (default), `gcn` or `sage`.
+* `DecoupledClassifier` (FedStar, Tan et al., AAAI 2023): a structure channel
+  s = Linear(n_se->h)(SE), then L x [s = tanh(conv_s(s))] (GCN by default), and a feature channel
+  x = Linear(n_feat->h)(X), then L x [x = dropout(ReLU(conv_x([x, s])))] (GIN by default, input 2h),
+  fused by Linear(2h->h)([x, s]), then the same pooling / post / dropout / head.
+
+Both return logits [num_graphs, n_class] for a merged GraphTensor batch.
+
+**Partition.** `model.parts()` maps part names to the layers that form them, e.g. for the decoupled
+model `structure_encoder`, `feature_input`, `feature_encoder`, `fusion`, `post`, `head`. Algorithms
+choose what to share by naming parts; variables are derived from those layer objects, never from
+variable names. `check_partition()` asserts that the parts are disjoint and cover every trainable
+variable.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from data_prep import graph_tensor as gt
+from data_prep import structure
+from tff_graph.models import layers
+
+GIN_MODEL = "gin"
+DECOUPLED_MODEL = "decoupled"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+  """Everything needed to build one client's model.
+
+  Attributes:
+    kind: `gin` (GINClassifier) or `decoupled` (DecoupledClassifier).
+    feature_dim: width of the node features.
+    num_classes: number of graph classes.
+    hidden: hidden width h (64 in both papers).
+    num_layers: number of convolutions L (3).
+    dropout: dropout rate (0.5).
+    backbone: convolution of the GIN model / of the decoupled model's feature channel.
+    structure_backbone: convolution of the decoupled model's structure channel (`gcn`).
+    embedding_type: structure embedding read by the decoupled model: rw, dg, rw_dg or ones.
+    n_rw, n_dg: widths of the stored RWSE and DSE.
+  """
+
+  kind: str
+  feature_dim: int
+  num_classes: int
+  hidden: int = 64
+  num_layers: int = 3
+  dropout: float = 0.5
+  backbone: str = "gin"
+  structure_backbone: str = "gcn"
+  embedding_type: str = "rw_dg"
+  n_rw: int = structure.N_RW
+  n_dg: int = structure.N_DG
+
+  def __post_init__(self):
+    if self.kind not in (GIN_MODEL, DECOUPLED_MODEL):
+      raise ValueError(f"unknown model kind {self.kind!r}; choose {GIN_MODEL!r} or {DECOUPLED_MODEL!r}")
+    for b in (self.backbone, self.structure_backbone):
+      if b not in layers.CONVOLUTIONS:
+        raise ValueError(f"unknown backbone {b!r}; choose one of {', '.join(layers.CONVOLUTIONS)}")
+    structure.EmbeddingType(self.embedding_type)
+    if self.feature_dim < 1 or self.num_classes < 2 or self.num_layers < 1 or self.hidden < 1:
+      raise ValueError(f"invalid model sizes in {self}")
+    if not 0.0 <= self.dropout < 1.0:
+      raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+  @property
+  def structure_dim(self) -> int:
+    return structure.embedding_width(self.embedding_type, self.n_rw, self.n_dg)
+
+
+class PartitionError(ValueError):
+  """The declared parts of a model overlap, miss a variable, or name an unknown part."""
+
+
+class PartitionedModel(tf.keras.Model):
+  """A Keras model that declares its parts (see module docstring)."""
+
+  spec: ModelSpec
+
+  def parts(self) -> "collections.OrderedDict[str, tuple[tf.keras.layers.Layer, ...]]":
+    raise NotImplementedError
+
+  @property
+  def part_names(self) -> tuple[str, ...]:
+    return tuple(self.parts())
+
+  def part_variables(self, names: Iterable[str]) -> list[tf.Variable]:
+    """Trainable variables of the named parts, in declaration order."""
+    parts = self.parts()
+    names = list(names)
+    unknown = [n for n in names if n not in parts]
+    if unknown:
+      raise PartitionError(f"{type(self).__name__} has no part(s) {unknown}; parts: {list(parts)}")
+    return [v for n in parts if n in names for layer in parts[n] for v in layer.trainable_variables]
+
+  def check_partition(self) -> None:
+    """Raises PartitionError unless every trainable variable is in exactly one part."""
+    seen: dict[int, str] = {}
+    for name in self.parts():
+      for v in self.part_variables([name]):
+        if id(v) in seen:
+          raise PartitionError(f"variable {v.name} is in parts {seen[id(v)]!r} and {name!r}")
+        seen[id(v)] = name
+    missing = [v.name for v in self.trainable_variables if id(v) not in seen]
+    if missing:
+      raise PartitionError(f"variables in no part: {missing}")
+
+  def parameter_counts(self) -> "collections.OrderedDict[str, int]":
+    """Number of trainable parameters per part, plus `total`."""
+    counts = collections.OrderedDict(
+        (n, int(sum(np.prod(v.shape) for v in self.part_variables([n])))) for n in self.parts())
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def _layer_seeds(seed: int) -> Iterable[int]:
+  """Distinct initializer seeds per layer (each layer uses seed, seed+1, seed+2 internally)."""
+  i = 0
+  while True:
+    yield seed * 1000 + 10 * i
+    i += 1
+
+
+def _pool_sum(graph: tfgnn.GraphTensor, hidden: tf.Tensor) -> tf.Tensor:
+  return tfgnn.pool_nodes_to_context(graph, gt.NODES, "sum", feature_value=hidden)
+
+
+@tf.keras.utils.register_keras_serializable(package="tff_graph")
+class GINClassifier(PartitionedModel):
+  """GCFL's GIN (see module docstring). Parts: `input`, `gnn`, `post`, `head`."""
+
+  def __init__(self, spec: ModelSpec, *, seed: int = 0, **kwargs: Any):
+    super().__init__(**kwargs)
+    self.spec = spec
+    self.seed = seed
+    seeds = _layer_seeds(seed)
+    self.pre = layers.TorchDense(spec.hidden, name="pre", seed=next(seeds))
+    self.convs = [layers.make_conv(spec.backbone, spec.hidden, name=f"conv_{i}", seed=next(seeds))
+                  for i in range(spec.num_layers)]
+    self.post = layers.TorchDense(spec.hidden, activation="relu", name="post", seed=next(seeds))
+    self.readout = layers.TorchDense(spec.num_classes, name="readout", seed=next(seeds))
+    self.dropout = layers.SeededDropout(spec.dropout, seed=next(seeds), name="dropout")
+
+  def parts(self):
+    return collections.OrderedDict(
+        input=(self.pre,), gnn=tuple(self.convs), post=(self.post,), head=(self.readout,))
+
+  def call(self, graph: tfgnn.GraphTensor, training: bool | None = None) -> tf.Tensor:
+    x = self.pre(graph.node_sets[gt.NODES][gt.FEATURES])
+    for conv in self.convs:
+      x = self.dropout(tf.nn.relu(conv(graph, x)), training=training)
+    x = self.post(_pool_sum(graph, x))
+    return self.readout(self.dropout(x, training=training))
+
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "spec": dataclasses.asdict(self.spec), "seed": self.seed}
+
+  @classmethod
+  def from_config(cls, config: dict[str, Any]) -> "GINClassifier":
+    return cls(ModelSpec(**config.pop("spec")), **config)
+
+
+def structure_input(graph: tfgnn.GraphTensor, embedding_type: str) -> tf.Tensor:
+  """The structure embedding of type `embedding_type` from the stored RWSE and DSE node features."""
+  nodes = graph.node_sets[gt.NODES]
+  kind = structure.EmbeddingType(embedding_type)
+  if kind is structure.EmbeddingType.RW:
+    return nodes[gt.RWSE]
+  if kind is structure.EmbeddingType.DG:
+    return nodes[gt.DSE]
+  both = tf.concat([nodes[gt.RWSE], nodes[gt.DSE]], axis=-1)
+  return both if kind is structure.EmbeddingType.RW_DG else tf.ones_like(both)
+
+
+@tf.keras.utils.register_keras_serializable(package="tff_graph")
+class DecoupledClassifier(PartitionedModel):
+  """FedStar's feature-structure decoupled GNN (see module docstring).
+
+  Parts: `structure_encoder` (structure projection + structure convolutions), `feature_input`,
+  `feature_encoder`, `fusion`, `post`, `head`.
+  """
+
+  def __init__(self, spec: ModelSpec, *, seed: int = 0, **kwargs: Any):
+    super().__init__(**kwargs)
+    self.spec = spec
+    self.seed = seed
+    seeds = _layer_seeds(seed)
+    self.structure_projection = layers.TorchDense(spec.hidden, name="structure_projection",
+                                                  seed=next(seeds))
+    self.structure_convs = [
+        layers.make_conv(spec.structure_backbone, spec.hidden, name=f"structure_conv_{i}", seed=next(seeds))
+        for i in range(spec.num_layers)]
+    self.pre = layers.TorchDense(spec.hidden, name="pre", seed=next(seeds))
+    self.feature_convs = [
+        layers.make_conv(spec.backbone, spec.hidden, name=f"feature_conv_{i}", seed=next(seeds))
+        for i in range(spec.num_layers)]
+    self.fuse = layers.TorchDense(spec.hidden, name="fuse", seed=next(seeds))
+    self.post = layers.TorchDense(spec.hidden, activation="relu", name="post", seed=next(seeds))
+    self.readout = layers.TorchDense(spec.num_classes, name="readout", seed=next(seeds))
+    self.dropout = layers.SeededDropout(spec.dropout, seed=next(seeds), name="dropout")
+
+  def parts(self):
+    return collections.OrderedDict(
+        structure_encoder=(self.structure_projection, *self.structure_convs),
+        feature_input=(self.pre,), feature_encoder=tuple(self.feature_convs), fusion=(self.fuse,),
+        post=(self.post,), head=(self.readout,))
+
+  def call(self, graph: tfgnn.GraphTensor, training: bool | None = None) -> tf.Tensor:
+    x = self.pre(graph.node_sets[gt.NODES][gt.FEATURES])
+    s = self.structure_projection(structure_input(graph, self.spec.embedding_type))
+    for conv_x, conv_s in zip(self.feature_convs, self.structure_convs):
+      x = self.dropout(tf.nn.relu(conv_x(graph, tf.concat([x, s], axis=-1))), training=training)
+      s = tf.math.tanh(conv_s(graph, s))
+    x = self.fuse(tf.concat([x, s], axis=-1))
+    x = self.post(_pool_sum(graph, x))
+    return self.readout(self.dropout(x, training=training))
+
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "spec": dataclasses.asdict(self.spec), "seed": self.seed}
+
+  @classmethod
+  def from_config(cls, config: dict[str, Any]) -> "DecoupledClassifier":
+    return cls(ModelSpec(**config.pop("spec")), **config)
+
+
+def example_graph(spec: ModelSpec) -> tfgnn.GraphTensor:
+  """A 3-node path with every feature present: builds a model's variables before training."""
+  return tfgnn.GraphTensor.from_pieces(
+      context=tfgnn.Context.from_fields(features={gt.LABEL: tf.zeros([1], tf.int64)}),
+      node_sets={gt.NODES: tfgnn.NodeSet.from_fields(sizes=tf.constant([3]), features={
+          gt.FEATURES: tf.zeros([3, spec.feature_dim]), gt.RWSE: tf.zeros([3, spec.n_rw]),
+          gt.DSE: tf.zeros([3, spec.n_dg])})},
+      edge_sets={gt.EDGES: tfgnn.EdgeSet.from_fields(
+          sizes=tf.constant([4]), adjacency=tfgnn.Adjacency.from_indices(
+              (gt.NODES, tf.constant([0, 1, 1, 2])), (gt.NODES, tf.constant([1, 0, 2, 1]))))})
+
+
+def build_model(spec: ModelSpec, *, seed: int = 0) -> PartitionedModel:
+  """Builds (creates the variables of) the model described by `spec`.
+
+  Initial weights and the dropout stream are a deterministic function of (spec, seed); no global RNG
+  is touched.
+  """
+  cls = GINClassifier if spec.kind == GIN_MODEL else DecoupledClassifier
+  model = cls(spec, seed=seed)
+  model(example_graph(spec), training=False)
+  return model
+
+
+def get_weights(variables: Sequence[tf.Variable]) -> list[np.ndarray]:
+  return [v.numpy() for v in variables]
+
+
+def set_weights(variables: Sequence[tf.Variable], values: Sequence[Any]) -> None:
+  if len(variables) != len(values):
+    raise ValueError(f"{len(values)} values for {len(variables)} variables")
+  for v, x in zip(variables, values):
+    v.assign(x)
