@@ -143,3 +143,50 @@ def from_flat(flat: dict[str, tf.Tensor]) -> tfgnn.GraphTensor:
       edge_sets={EDGES: tfgnn.EdgeSet.from_fields(
           sizes=flat["edge_sizes"],
           adjacency=tfgnn.Adjacency.from_indices((NODES, flat["source"]), (NODES, flat["target"])))})
+
+
+def parse_batch(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, padded_feature_dim: int,
+                n_rw: int, n_dg: int) -> tfgnn.GraphTensor:
+  """Parses a batch of serialized graphs straight into one merged GraphTensor (components = graphs).
+
+  Unlike `tfgnn.parse_example`, the node-feature width may be a tensor: features of width
+  `feature_dim` are zero-padded to `padded_feature_dim`. This lets clients of one setting, whose
+  datasets have different feature widths, run one TFF computation with one model type (a Linear layer
+  on zero-padded inputs computes exactly what it computes on the unpadded ones).
+  """
+  p = tf.io.parse_example(serialized, {
+      f"nodes/{NODES}.#size": tf.io.FixedLenFeature([1], tf.int64),
+      f"edges/{EDGES}.#size": tf.io.FixedLenFeature([1], tf.int64),
+      f"context/{LABEL}": tf.io.FixedLenFeature([1], tf.int64),
+      f"nodes/{NODES}.{FEATURES}": tf.io.RaggedFeature(tf.float32),
+      f"nodes/{NODES}.{RWSE}": tf.io.RaggedFeature(tf.float32),
+      f"nodes/{NODES}.{DSE}": tf.io.RaggedFeature(tf.float32),
+      f"edges/{EDGES}.#source": tf.io.RaggedFeature(tf.int64),
+      f"edges/{EDGES}.#target": tf.io.RaggedFeature(tf.int64),
+  })
+  node_sizes = p[f"nodes/{NODES}.#size"][:, 0]
+  edge_sizes = p[f"edges/{EDGES}.#size"][:, 0]
+  offsets = tf.repeat(tf.cumsum(node_sizes, exclusive=True), edge_sizes)
+  source = p[f"edges/{EDGES}.#source"].flat_values + offsets
+  target = p[f"edges/{EDGES}.#target"].flat_values + offsets
+  feature_dim = tf.cast(feature_dim, tf.int64)
+  features = tf.reshape(p[f"nodes/{NODES}.{FEATURES}"].flat_values, tf.stack([-1, feature_dim]))
+  features = tf.pad(features, [[0, 0], [0, padded_feature_dim - feature_dim]])
+  features = tf.ensure_shape(features, [None, padded_feature_dim])
+  return from_flat(collections.OrderedDict(
+      node_sizes=node_sizes, edge_sizes=edge_sizes, source=source, target=target, features=features,
+      rwse=tf.reshape(p[f"nodes/{NODES}.{RWSE}"].flat_values, [-1, n_rw]),
+      dse=tf.reshape(p[f"nodes/{NODES}.{DSE}"].flat_values, [-1, n_dg]),
+      label=p[f"context/{LABEL}"][:, 0]))
+
+
+def read_batches(path: str | tf.Tensor, *, batch_size: int, feature_dim: tf.Tensor | int,
+                 padded_feature_dim: int, n_rw: int, n_dg: int,
+                 shuffle_seed: tf.Tensor | int | None = None,
+                 shuffle_buffer: int = 10_000) -> tf.data.Dataset:
+  """Batches of merged GraphTensors from one TFRecord file, parsed with `parse_batch`."""
+  ds = tf.data.TFRecordDataset(path, compression_type="GZIP")
+  if shuffle_seed is not None:
+    ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed)
+  return ds.batch(batch_size).map(lambda s: parse_batch(
+      s, feature_dim=feature_dim, padded_feature_dim=padded_feature_dim, n_rw=n_rw, n_dg=n_dg))

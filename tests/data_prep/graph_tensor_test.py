@@ -77,3 +77,24 @@ def test_checked_in_schemas_match_the_data(data_dir, name):
 def test_unknown_schema():
   with pytest.raises(ValueError, match="no checked-in schema for dataset 'NOPE'"):
     gt.load_schema("NOPE")
+
+
+def test_parse_batch_equals_tfgnn_parse_and_pads(tmp_path):
+  graphs = [_graph_arrays(seed, n=4 + seed) for seed in range(5)]
+  serialized = tf.constant([gt.encode_graph(**g) for g in graphs])
+  expected = tfgnn.parse_example(_spec(), serialized).merge_batch_to_components()
+  got = gt.parse_batch(serialized, feature_dim=3, padded_feature_dim=6, n_rw=4, n_dg=2)
+  np.testing.assert_array_equal(got.node_sets[gt.NODES].sizes, expected.node_sets[gt.NODES].sizes)
+  feats = got.node_sets[gt.NODES][gt.FEATURES].numpy()
+  np.testing.assert_array_equal(feats[:, :3], expected.node_sets[gt.NODES][gt.FEATURES])
+  np.testing.assert_array_equal(feats[:, 3:], 0)
+  for name in (gt.RWSE, gt.DSE):
+    np.testing.assert_array_equal(got.node_sets[gt.NODES][name], expected.node_sets[gt.NODES][name])
+  for end in ("source", "target"):
+    np.testing.assert_array_equal(getattr(got.edge_sets[gt.EDGES].adjacency, end),
+                                  getattr(expected.edge_sets[gt.EDGES].adjacency, end))
+  np.testing.assert_array_equal(got.context[gt.LABEL], expected.context[gt.LABEL])
+  path = tmp_path / "g.tfrecord.gz"
+  gt.write_tfrecord(path, serialized.numpy().tolist())
+  batches = list(gt.read_batches(str(path), batch_size=2, feature_dim=3, padded_feature_dim=3, n_rw=4, n_dg=2))
+  assert [int(tf.size(b.context[gt.LABEL])) for b in batches] == [2, 2, 1]

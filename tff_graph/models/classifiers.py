@@ -50,6 +50,7 @@ class ModelSpec:
     structure_backbone: convolution of the decoupled model's structure channel (`gcn`).
     embedding_type: structure embedding read by the decoupled model: rw, dg, rw_dg or ones.
     n_rw, n_dg: widths of the stored RWSE and DSE.
+    feature_fan_in: true feature width when `feature_dim` is a padded width (initialisation only).
   """
 
   kind: str
@@ -63,6 +64,7 @@ class ModelSpec:
   embedding_type: str = "rw_dg"
   n_rw: int = structure.N_RW
   n_dg: int = structure.N_DG
+  feature_fan_in: int | None = None
 
   def __post_init__(self):
     if self.kind not in (GIN_MODEL, DECOUPLED_MODEL):
@@ -118,6 +120,10 @@ class PartitionedModel(tf.keras.Model):
     if missing:
       raise PartitionError(f"variables in no part: {missing}")
 
+  def rng_state(self) -> tf.Variable:
+    """The dropout random-generator state (part of a client's private state)."""
+    return self.dropout.generator.state
+
   def parameter_counts(self) -> "collections.OrderedDict[str, int]":
     """Number of trainable parameters per part, plus `total`."""
     counts = collections.OrderedDict(
@@ -147,7 +153,7 @@ class GINClassifier(PartitionedModel):
     self.spec = spec
     self.seed = seed
     seeds = _layer_seeds(seed)
-    self.pre = layers.TorchDense(spec.hidden, name="pre", seed=next(seeds))
+    self.pre = layers.TorchDense(spec.hidden, name="pre", seed=next(seeds), fan_in=spec.feature_fan_in)
     self.convs = [layers.make_conv(spec.backbone, spec.hidden, name=f"conv_{i}", seed=next(seeds))
                   for i in range(spec.num_layers)]
     self.post = layers.TorchDense(spec.hidden, activation="relu", name="post", seed=next(seeds))
@@ -203,7 +209,7 @@ class DecoupledClassifier(PartitionedModel):
     self.structure_convs = [
         layers.make_conv(spec.structure_backbone, spec.hidden, name=f"structure_conv_{i}", seed=next(seeds))
         for i in range(spec.num_layers)]
-    self.pre = layers.TorchDense(spec.hidden, name="pre", seed=next(seeds))
+    self.pre = layers.TorchDense(spec.hidden, name="pre", seed=next(seeds), fan_in=spec.feature_fan_in)
     self.feature_convs = [
         layers.make_conv(spec.backbone, spec.hidden, name=f"feature_conv_{i}", seed=next(seeds))
         for i in range(spec.num_layers)]

@@ -22,14 +22,18 @@ NODES = "nodes"
 class TorchDense(tf.keras.layers.Dense):
   """`Dense` initialised like `torch.nn.Linear`: weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
 
-  def __init__(self, units: int, *, seed: int | None = None, **kwargs: Any):
-    kwargs.setdefault("kernel_initializer", tf.keras.initializers.VarianceScaling(
-        scale=1.0 / 3.0, mode="fan_in", distribution="uniform", seed=seed))
+
+  def __init__(self, units: int, *, seed: int | None = None, fan_in: int | None = None, **kwargs: Any):
     super().__init__(units, **kwargs)
     self.seed = seed
+    self.fan_in = fan_in
 
   def build(self, input_shape: tf.TensorShape) -> None:
-    fan_in = int(tf.TensorShape(input_shape)[-1])
+    # `fan_in` overrides the input width for initialisation only: a layer reading zero-padded inputs
+    # then starts from the distribution of the unpadded layer.
+    fan_in = self.fan_in or int(tf.TensorShape(input_shape)[-1])
+    self.kernel_initializer = tf.keras.initializers.RandomUniform(
+        -1.0 / fan_in ** 0.5, 1.0 / fan_in ** 0.5, seed=self.seed)
     limit = 1.0 / fan_in ** 0.5
     self.bias_initializer = tf.keras.initializers.RandomUniform(
         -limit, limit, seed=None if self.seed is None else self.seed + 1)
@@ -39,7 +43,7 @@ class TorchDense(tf.keras.layers.Dense):
     config = super().get_config()
     config.pop("kernel_initializer", None)
     config.pop("bias_initializer", None)
-    return {**config, "seed": self.seed}
+    return {**config, "seed": self.seed, "fan_in": self.fan_in}
 
 
 @tf.keras.utils.register_keras_serializable(package="tff_graph")

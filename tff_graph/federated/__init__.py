@@ -1,0 +1,1 @@
+"""Federated machinery shared by every algorithm: client work, the TFF process, the round driver."""
