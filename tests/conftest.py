@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pathlib
 
 import pytest

@@ -79,7 +79,8 @@ def _numpy(structure: Any) -> Any:
 class Simulation:
   """Runs rounds of one algorithm on one prepared setting (see module docstring)."""
 
-  def __init__(self, prepared: cache.PreparedSetting, config: RunConfig, *, num_buckets: int = 1):
+  def __init__(self, prepared: cache.PreparedSetting, config: RunConfig, *, num_buckets: int = 1,
+               report_updates: bool = False):
     self.prepared = prepared
     self.config = config
     algo = config.algo
@@ -92,7 +93,8 @@ class Simulation:
         embedding_type=config.embedding_type, n_rw=prepared.n_rw, n_dg=prepared.n_dg)
     self.shared_parts = algo.shared_parts
     self.training = config.training_config()
-    self._report_updates = algo.clustering is not None
+    self._report_updates = report_updates or algo.clustering is not None
+    self.layout = cw.SharingLayout.of(self.model_fn(0), self.shared_parts)
     self.num_buckets = num_buckets
     self.process = self._build_process(num_buckets)
     self.round = 0
