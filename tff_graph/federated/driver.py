@@ -159,6 +159,7 @@ class Simulation:
     chosen = self.sample()
     inputs = [self.client_inputs(i) for i in chosen]
     states = [self.client_states[self.client_ids[i]] for i in chosen]
+    self.shared_before = self.shared
     if self.process.has_shared:
       shared, new_states, reports = self.process.next(self.shared, states, inputs)
       self.shared = _numpy(list(shared))

@@ -46,6 +46,9 @@ class FederatedProcess:
   shared_parts: tuple[str, ...]
   num_buckets: int
   has_shared: bool
+  # (shared before a round@SERVER, {update, bucket}@CLIENTS, train size@CLIENTS) -> shared@SERVER:
+  # averages already-reported updates into (new) buckets with the same aggregator (GCFL splits).
+  reaggregate: tff.Computation | None = None
 
 
 def _tensor_specs(values) -> list[tf.TensorSpec]:
@@ -134,5 +137,13 @@ def build_federated_process(model_fn: Callable[[int], classifiers.PartitionedMod
   def evaluate_fn(shared, states, inputs):
     return tff.federated_map(client_evaluate, (tff.federated_broadcast(shared), states, inputs))
 
-  return FederatedProcess(next=next_fn, evaluate=evaluate_fn, shared_parts=shared_parts,
+  @tff.federated_computation(tff.FederatedType(stacked_type, tff.SERVER),
+                             tff.FederatedType(contribution_type, tff.CLIENTS),
+                             tff.FederatedType(np.float32, tff.CLIENTS))
+  def reaggregate_fn(shared, contributions, weights):
+    aggregated = aggregation.next(aggregation.initialize(), contributions, weights)
+    return tff.federated_map(apply_update, (shared, aggregated.result, aggregated.measurements))
+
+  return FederatedProcess(next=next_fn, evaluate=evaluate_fn, reaggregate=reaggregate_fn,
+                          shared_parts=shared_parts,
                           num_buckets=num_buckets, has_shared=True)
