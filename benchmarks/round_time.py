@@ -1,0 +1,99 @@
+"""Seconds per round (median over warm rounds) and peak memory per algorithm, with the TF/TFF split.
+
+For each algorithm, in a fresh subprocess:
+* `round s`: median wall time of `Simulation.step()` (one TFF round: broadcast, local training of
+  every client, aggregation) after 2 warm-up rounds;
+* `tf s`: the same clients' local training run as plain TensorFlow (the same `ClientWork.train`
+  tf.function, no TFF): the compute part of a round; `tff s` = round - tf, TFF's overhead
+  (serialisation, executor, placement, graph import);
+* `eval s`: one evaluation of every client (val + test);
+* peak memory of the Python process and of the TFF worker process.
+
+  .venv/bin/python -m benchmarks.round_time --setting=chem --algorithms fedavg fedstar
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: str | None) -> dict:
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from data_prep import cache  # pylint: disable=g-import-not-at-top
+  from tff_graph import clustering, gcfl, runtime  # pylint: disable=g-import-not-at-top
+  from tff_graph.federated import client_work as cw, driver  # pylint: disable=g-import-not-at-top
+
+  prepared = cache.prepare_setting(setting, data_dir=data_dir, cache_dir=cache_dir)
+  t = time.perf_counter()
+  sim = driver.Simulation(prepared, driver.RunConfig(algorithm=algorithm, seed=1))
+  build_s = time.perf_counter() - t
+  server = gcfl.GCFLServer(sim, clustering.thresholds_for(setting)) if sim.config.algo.clustering else None
+  times = []
+  with runtime.local_execution_context():
+    for _ in range(rounds + 2):
+      t = time.perf_counter()
+      reports = sim.step()
+      if server is not None:
+        server.after_step(sim, reports)
+      times.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    sim.evaluate()
+    eval_s = time.perf_counter() - t
+  worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+  # The same local training as plain TF (no TFF): inputs as tensors so the tf.function traces once.
+  work = cw.ClientWork(lambda: sim.model_fn(0), sim.shared_parts, sim.training)
+  shared = [tf.constant(w[0]) for w in sim.shared]
+  tf_times = []
+  for _ in range(3):
+    t = time.perf_counter()
+    for i, cid in enumerate(sim.client_ids):
+      inputs = tf.nest.map_structure(tf.constant, sim.client_inputs(i))
+      state = tf.nest.map_structure(tf.constant, sim.client_states[cid])
+      tf.nest.map_structure(lambda x: x.numpy(), work.train(shared, state, inputs))
+    tf_times.append(time.perf_counter() - t)
+  return {"algorithm": algorithm, "clients": len(sim.client_ids), "build_s": build_s,
+          "round_s": float(np.median(times[2:])), "tf_s": float(np.median(tf_times[1:])),
+          "eval_s": eval_s, "python_peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+          "worker_peak_gib": worker_peak}
+
+
+def main() -> None:
+  from benchmarks import common  # pylint: disable=g-import-not-at-top
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--setting", default="chem")
+  parser.add_argument("--algorithms", nargs="+", default=["fedavg", "fedstar"])
+  parser.add_argument("--rounds", type=int, default=10, help="Timed rounds after 2 warm-up rounds.")
+  parser.add_argument("--data_dir", default=os.environ.get("TFF_GRAPH_DATA", "../shared/data/TUDataset"))
+  parser.add_argument("--cache_dir", default=None)
+  parser.add_argument("--one", help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.one:
+    print(json.dumps(_one(args.one, args.setting, args.rounds, args.data_dir, args.cache_dir)))
+    return
+  print(common.machine())
+  print(f"setting {args.setting}, median of {args.rounds} warm rounds")
+  print(f"{'algorithm':16s} {'clients':>7s} {'round s':>8s} {'tf s':>6s} {'tff s':>6s} {'eval s':>7s} "
+        f"{'build s':>8s} {'py GiB':>7s} {'worker GiB':>10s}")
+  for algorithm in args.algorithms:
+    cmd = [sys.executable, "-m", "benchmarks.round_time", "--one", algorithm, "--setting", args.setting,
+           "--rounds", str(args.rounds), "--data_dir", args.data_dir]
+    if args.cache_dir:
+      cmd += ["--cache_dir", args.cache_dir]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"{r['algorithm']:16s} {r['clients']:7d} {r['round_s']:8.2f} {r['tf_s']:6.2f} "
+          f"{r['round_s'] - r['tf_s']:6.2f} {r['eval_s']:7.2f} {r['build_s']:8.1f} "
+          f"{r['python_peak_gib']:7.2f} {r['worker_peak_gib']:10.2f}", flush=True)
+
+
+if __name__ == "__main__":
+  main()
