@@ -189,4 +189,5 @@ def read_batches(path: str | tf.Tensor, *, batch_size: int, feature_dim: tf.Tens
   if shuffle_seed is not None:
     ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed)
   return ds.batch(batch_size).map(lambda s: parse_batch(
-      s, feature_dim=feature_dim, padded_feature_dim=padded_feature_dim, n_rw=n_rw, n_dg=n_dg))
+      s, feature_dim=feature_dim, padded_feature_dim=padded_feature_dim, n_rw=n_rw, n_dg=n_dg),
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(tf.data.AUTOTUNE)

@@ -121,8 +121,7 @@ def dtw_distance_matrix(sequences: np.ndarray, *, standardize: bool = False) -> 
   if standardize:
     std = s.std(axis=1, keepdims=True)
     s = s / np.where(std > 0, std, 1.0)
-  d = dtw.distance_matrix(s)
-  d = np.where(np.isinf(d), 0.0, d)  # dtaidistance leaves the diagonal/lower half as inf in some modes.
+  d = dtw.distance_matrix(s, use_c=True)  # dtaidistance's C implementation (full symmetric matrix).
   return np.maximum(d, d.T)
 
 
