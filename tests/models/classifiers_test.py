@@ -183,3 +183,13 @@ examples = np.load(sys.argv[2] + "/examples.npy", allow_pickle=True).tolist()
 probs = model.signatures["serving_default"](examples=tf.constant(examples))["probabilities"]
 np.save(sys.argv[2] + "/probs.npy", probs.numpy())
 """
+
+
+@pytest.mark.parametrize("spec", [GIN_SPEC, DEC_SPEC], ids=["gin", "decoupled"])
+def test_model_config_round_trip_rebuilds_the_same_model(spec):
+  model = models.build_model(spec, seed=7)
+  clone = type(model).from_config(model.get_config())
+  clone(classifiers.example_graph(spec))
+  assert clone.spec == spec
+  for a, b in zip(clone.trainable_variables, model.trainable_variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())  # Same seed, same initial weights.

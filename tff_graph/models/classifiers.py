@@ -120,6 +120,13 @@ class PartitionedModel(tf.keras.Model):
     if missing:
       raise PartitionError(f"variables in no part: {missing}")
 
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "spec": dataclasses.asdict(self.spec), "seed": self.seed}
+
+  @classmethod
+  def from_config(cls, config: dict[str, Any]) -> "PartitionedModel":
+    return cls(ModelSpec(**config.pop("spec")), **config)
+
   def rng_state(self) -> tf.Variable:
     """The dropout random-generator state (part of a client's private state)."""
     return self.dropout.generator.state
@@ -170,13 +177,6 @@ class GINClassifier(PartitionedModel):
       x = self.dropout(tf.nn.relu(conv(graph, x)), training=training)
     x = self.post(_pool_sum(graph, x))
     return self.readout(self.dropout(x, training=training))
-
-  def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "spec": dataclasses.asdict(self.spec), "seed": self.seed}
-
-  @classmethod
-  def from_config(cls, config: dict[str, Any]) -> "GINClassifier":
-    return cls(ModelSpec(**config.pop("spec")), **config)
 
 
 def structure_input(graph: tfgnn.GraphTensor, embedding_type: str) -> tf.Tensor:
@@ -233,13 +233,6 @@ class DecoupledClassifier(PartitionedModel):
     x = self.fuse(tf.concat([x, s], axis=-1))
     x = self.post(_pool_sum(graph, x))
     return self.readout(self.dropout(x, training=training))
-
-  def get_config(self) -> dict[str, Any]:
-    return {**super().get_config(), "spec": dataclasses.asdict(self.spec), "seed": self.seed}
-
-  @classmethod
-  def from_config(cls, config: dict[str, Any]) -> "DecoupledClassifier":
-    return cls(ModelSpec(**config.pop("spec")), **config)
 
 
 def example_graph(spec: ModelSpec) -> tfgnn.GraphTensor:
