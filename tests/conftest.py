@@ -7,6 +7,8 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pathlib
 
+import dataclasses
+
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -53,3 +55,40 @@ SMALL = {
     "node_labels": "2\n4\n2\n3\n3\n2\n2\n",
     "node_attributes": "0.5, 1\n1, 2\n2, 3\n3, 4\n4, 5\n5, 6\n6, 7\n",
 }
+
+
+# Federated fixtures: small real settings and one TFF context per test module.
+
+
+@pytest.fixture(scope="module")
+def tff_context():
+  from tff_graph import runtime  # pylint: disable=g-import-not-at-top
+  with runtime.local_execution_context() as context:
+    yield context
+
+
+@pytest.fixture(scope="session")
+def mutag3(data_dir, cache_dir):
+  """MUTAG split over 3 clients (real data, ~60 graphs each)."""
+  from data_prep import cache  # pylint: disable=g-import-not-at-top
+  return cache.prepare_setting("MUTAG:3", data_dir=data_dir, cache_dir=cache_dir)
+
+
+@pytest.fixture(scope="session")
+def mutag1(data_dir, cache_dir):
+  from data_prep import cache  # pylint: disable=g-import-not-at-top
+  return cache.prepare_setting("MUTAG:1", data_dir=data_dir, cache_dir=cache_dir)
+
+
+@pytest.fixture(scope="session")
+def chem_tiny(data_dir, cache_dir):
+  """The 7 CHEM datasets, 150 graphs each: heterogeneous feature widths."""
+  from data_prep import cache  # pylint: disable=g-import-not-at-top
+  return cache.prepare_setting("chem_tiny", data_dir=data_dir, cache_dir=cache_dir)
+
+
+def twin_clients(prepared):
+  """Two clients holding exactly the first client's data."""
+  first = prepared.clients[0]
+  twin = dataclasses.replace(first, client_id="twin-" + first.client_id)
+  return dataclasses.replace(prepared, clients=(first, twin))

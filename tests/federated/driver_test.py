@@ -13,7 +13,7 @@ import tensorflow_federated as tff
 from tff_graph import runtime
 from tff_graph.federated import client_work as cw
 from tff_graph.federated import driver
-from tests.federated.conftest import twin_clients
+from tests.conftest import twin_clients
 
 NO_SHUFFLE = cw.TrainingConfig(shuffle_buffer=1)
 

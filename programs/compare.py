@@ -1,0 +1,64 @@
+r"""Runs several algorithms on one setting with the same client splits and seeds; writes one table.
+
+The table (like Table 1 of the FedStar paper) gives, per algorithm, the average test accuracy as the
+papers aggregate it (mean over clients of per-client means over seeds ± mean over clients of per-client
+stds), the gain over `local` when it is among the algorithms (average per-client gain and the share of
+clients whose gain is >= 0), and the number of parameters of a client's model (total and shared).
+
+Example:
+  python -m programs.compare --algorithms=local,fedavg,fedprox,fedper,fedsage,gcfl,fedstar \
+      --setting=chem --rounds=200 --seeds=1,2,3,4,5 --output_dir=runs/compare-chem
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+
+from programs import common  # noqa: E402
+from tff_graph import comparison  # noqa: E402
+from tff_graph import experiment  # noqa: E402
+from tff_graph import runtime  # noqa: E402
+
+common.define_experiment_flags()
+_ALGORITHMS = flags.DEFINE_list("algorithms", ["local", "fedavg", "fedstar"], "Algorithms to compare.")
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Folder for the comparison (one run folder per algorithm).")
+
+
+def main(argv: list[str]) -> int:
+  if len(argv) > 1:
+    print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
+    return 2
+  common.quiet_logs()
+  unknown = [a for a in _ALGORITHMS.value if a not in common.ALGORITHM_NAMES]
+  try:
+    if unknown:
+      raise common.UsageError(f"unknown algorithm(s) {unknown}; choose from {', '.join(common.ALGORITHM_NAMES)}")
+    configs = [common.experiment_config(a) for a in _ALGORITHMS.value]
+    prepared = common.prepare(configs[0])
+    root = common.path(_OUTPUT_DIR.value or f"runs/compare-{configs[0].setting.replace(':', '_')}")
+    if not common.overwrite():
+      for c in configs:
+        experiment.check_run_folder(root / c.algorithm, c)
+  except (common.UsageError, experiment.RunFolderError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  results = []
+  with runtime.local_execution_context(log_path=common.worker_log(str(root))):
+    for c in configs:
+      results.append(experiment.run_experiment(c, prepared, root / c.algorithm, overwrite=common.overwrite(),
+                                               progress=common.progress_line))
+  common.end_progress()
+  table = comparison.comparison_table(results, prepared)
+  comparison.write_table(root, table)
+  print(comparison.to_markdown(table))
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)

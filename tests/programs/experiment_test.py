@@ -1,0 +1,128 @@
+"""Program logic end to end on a tiny real setting: every algorithm, run folder contents."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_graph import algorithms
+from tff_graph import comparison
+from tff_graph import experiment
+from tff_graph.federated import driver
+from tff_graph.models import export
+
+
+def _config(algorithm: str, **kw) -> experiment.ExperimentConfig:
+  base = dict(algorithm=algorithm, setting="MUTAG:2", rounds=2, seeds=(1,), checkpoint_every=1,
+              eps1=10.0, eps2=0.0)
+  base.update(kw)
+  return experiment.ExperimentConfig(**base)
+
+
+def _tags(folder) -> set[str]:
+  tags = set()
+  for path in folder.glob("events.out.tfevents.*"):
+    for event in tf.compat.v1.train.summary_iterator(str(path)):
+      tags.update(v.tag for v in event.summary.value)
+  return tags
+
+
+@pytest.fixture(scope="module")
+def mutag2(data_dir, cache_dir):
+  from data_prep import cache  # pylint: disable=g-import-not-at-top
+  return cache.prepare_setting("MUTAG:2", data_dir=data_dir, cache_dir=cache_dir)
+
+
+@pytest.mark.parametrize("algorithm", sorted(algorithms.ALGORITHMS))
+def test_every_algorithm_runs_and_fills_its_run_folder(tff_context, mutag2, tmp_path, algorithm):
+  result = experiment.run_experiment(_config(algorithm), mutag2, tmp_path / "run")
+  run = tmp_path / "run"
+  for name in ("config.json", "per_client.csv", "summary.csv", "accuracy.png", "DONE"):
+    assert (run / name).is_file(), name
+  seed = run / "seed_1"
+  ids = [c.client_id for c in mutag2.clients]
+  with open(seed / "eval_metrics.csv") as f:
+    rows = list(csv.DictReader(f))
+  assert [r["round"] for r in rows] == ["1", "2"]
+  assert {f"{ids[0]}/test_accuracy", "average/test_accuracy", "average/val_loss"} <= set(rows[0])
+  assert float(rows[-1]["average/test_accuracy"]) == pytest.approx(result.seeds[0].curve[-1][1])
+  tags = _tags(seed / "tensorboard")
+  assert {"eval/average/test_accuracy", f"eval/{ids[0]}/test_loss", f"train/{ids[1]}/train_loss"} <= tags
+  if algorithms.ALGORITHMS[algorithm].clustering:
+    assert "gcfl/clusters" in tags and (run / "clusters.png").is_file()
+    assert set(result.seeds[0].gcfl["best_snapshot_accuracy"]) == set(ids)
+  for cid in ids:
+    assert (seed / "models" / cid / "saved_model.pb").is_file()
+  assert json.loads((run / "config.json").read_text())["algorithm"] == algorithm
+
+
+def test_saved_models_predict_like_the_final_client_models(tff_context, chem_tiny, tmp_path):
+  config = _config("fedstar", setting="chem_tiny")
+  experiment.run_experiment(config, chem_tiny, tmp_path / "run")
+  # Rebuild the final simulation state from the run's last checkpoint + one round, and compare.
+  sim = driver.Simulation(chem_tiny, config.run_config(1))
+  driver.run(sim, 2)
+  for c in chem_tiny.clients[:3]:
+    examples = [r.numpy() for r in tf.data.TFRecordDataset(c.files["test"], compression_type="GZIP")]
+    got = export.predict_saved_model(tmp_path / "run" / "seed_1" / "models" / c.client_id, examples).numpy()
+    assert got.shape == (len(examples), c.num_classes)
+    model = sim.client_model(c.client_id)
+    from data_prep import graph_tensor as gt  # pylint: disable=g-import-not-at-top
+    graph = gt.parse_batch(tf.constant(examples), feature_dim=c.feature_dim,
+                           padded_feature_dim=sim.spec.feature_dim, n_rw=16, n_dg=16)
+    expected = tf.nn.softmax(model(graph, training=False)[:, :c.num_classes]).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_seeds_are_aggregated_as_the_papers_do(tff_context, mutag2, tmp_path):
+  result = experiment.run_experiment(_config("fedavg", seeds=(1, 2)), mutag2, tmp_path / "run")
+  per = result.per_client()
+  mean, std = result.aggregate()
+  assert mean == pytest.approx(np.mean([np.mean(v) for v in per.values()]))
+  assert std == pytest.approx(np.mean([np.std(v) for v in per.values()]))
+  summary = (tmp_path / "run" / "summary.csv").read_text()
+  assert f"aggregate_mean,{mean:.4f}" in summary
+
+
+def test_run_folder_rules(tmp_path):
+  config = _config("fedavg")
+  folder = tmp_path / "run"
+  experiment.check_run_folder(folder, config)  # Absent: fine.
+  folder.mkdir()
+  (folder / "notes.txt").write_text("mine")
+  with pytest.raises(experiment.RunFolderError, match="holds no run of tff-graph"):
+    experiment.check_run_folder(folder, config)
+  (folder / "notes.txt").unlink()
+  (folder / "config.json").write_text(_config("fedstar").to_json())
+  with pytest.raises(experiment.RunFolderError, match="another configuration"):
+    experiment.check_run_folder(folder, config)
+  (folder / "config.json").write_text(config.to_json())
+  experiment.check_run_folder(folder, config)  # Same run, unfinished: resumable.
+  (folder / "DONE").write_text("")
+  with pytest.raises(experiment.RunFolderError, match="finished run"):
+    experiment.check_run_folder(folder, config)
+  experiment.check_run_folder(folder, config, overwrite=True)
+  assert not folder.exists()
+
+
+def test_comparison_table_gains_against_local(mutag2):
+  def fake(algorithm, accs):
+    cfg = _config(algorithm, seeds=(1, 2))
+    seeds = [experiment.SeedResult(s, {cid: {"test_accuracy": a[i]} for cid, a in accs.items()}, [], None)
+             for i, s in enumerate((1, 2))]
+    return experiment.ExperimentResult(cfg, seeds)
+
+  local = fake("local", {"0-MUTAG": [0.6, 0.8], "1-MUTAG": [0.5, 0.5]})
+  fedstar = fake("fedstar", {"0-MUTAG": [0.8, 0.8], "1-MUTAG": [0.4, 0.4]})
+  rows = comparison.comparison_table([local, fedstar], mutag2)
+  assert rows[0].gain == pytest.approx(0.0) and rows[0].gain_ratio == 1.0
+  # Per-client gains: 0.8 - 0.7 = +0.1 and 0.4 - 0.5 = -0.1 -> average 0, half the clients >= 0.
+  assert rows[1].gain == pytest.approx(0.0, abs=1e-9) and rows[1].gain_ratio == 0.5
+  assert rows[1].mean == pytest.approx(60.0) and rows[1].std == pytest.approx(0.0)
+  assert rows[0].mean == pytest.approx(60.0) and rows[0].std == pytest.approx(5.0)
+  assert rows[1].parameters > rows[0].parameters and rows[0].shared_parameters == 0
+  assert "| fedstar | 60.00 ± 0.00 | +0.00 | 0.50 |" in comparison.to_markdown(rows)

@@ -1,0 +1,73 @@
+"""The comparison table of several algorithms run on the same setting, splits and seeds."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Sequence
+
+import numpy as np
+
+from data_prep import cache
+from tff_graph.experiment import ExperimentResult
+from tff_graph import algorithms
+from tff_graph.models import classifiers
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  algorithm: str
+  mean: float
+  std: float
+  gain: float | None  # Average over clients of (mean over seeds) - local's, in accuracy points.
+  gain_ratio: float | None  # Share of clients with gain >= 0.
+  parameters: int  # Of one client's model (the setting's widest client).
+  shared_parameters: int
+
+
+def _parameter_counts(algorithm: str, prepared: cache.PreparedSetting) -> tuple[int, int]:
+  algo = algorithms.get_algorithm(algorithm)
+  widest = max(prepared.clients, key=lambda c: c.feature_dim)
+  spec = classifiers.ModelSpec(kind=algo.model_kind, feature_dim=widest.feature_dim,
+                               num_classes=max(c.num_classes for c in prepared.clients),
+                               backbone=algo.backbone, n_rw=prepared.n_rw, n_dg=prepared.n_dg)
+  model = classifiers.build_model(spec)
+  counts = model.parameter_counts()
+  return counts["total"], sum(counts[p] for p in algo.shared_parts)
+
+
+def comparison_table(results: Sequence[ExperimentResult], prepared: cache.PreparedSetting) -> list[Row]:
+  """One row per result; gains against the `local` result when present."""
+  local = next((r for r in results if r.config.algorithm == "local"), None)
+  local_means = ({cid: np.mean(v) for cid, v in local.per_client().items()} if local else None)
+  rows = []
+  for r in results:
+    mean, std = r.aggregate()
+    gain = ratio = None
+    if local_means is not None:
+      gains = [np.mean(v) - local_means[cid] for cid, v in r.per_client().items()]
+      gain, ratio = float(np.mean(gains)) * 100, float(np.mean(np.array(gains) >= 0))
+    total, shared = _parameter_counts(r.config.algorithm, prepared)
+    rows.append(Row(r.config.algorithm, mean * 100, std * 100, gain, ratio, total, shared))
+  return rows
+
+
+def to_markdown(rows: Sequence[Row]) -> str:
+  lines = ["| algorithm | test accuracy | gain vs local | clients with gain >= 0 | parameters | shared |",
+           "|---|---|---|---|---|---|"]
+  for r in rows:
+    gain = "" if r.gain is None else f"{r.gain:+.2f}"
+    ratio = "" if r.gain_ratio is None else f"{r.gain_ratio:.2f}"
+    lines.append(f"| {r.algorithm} | {r.mean:.2f} ± {r.std:.2f} | {gain} | {ratio} | {r.parameters} | "
+                 f"{r.shared_parameters} |")
+  return "\n".join(lines)
+
+
+def write_table(folder: pathlib.Path, rows: Sequence[Row]) -> None:
+  folder.mkdir(parents=True, exist_ok=True)
+  header = "algorithm,mean,std,gain,gain_ratio,parameters,shared_parameters"
+  body = [f"{r.algorithm},{r.mean:.2f},{r.std:.2f},{'' if r.gain is None else f'{r.gain:.2f}'},"
+          f"{'' if r.gain_ratio is None else f'{r.gain_ratio:.2f}'},{r.parameters},{r.shared_parameters}"
+          for r in rows]
+  (folder / "table.csv").write_text("\n".join([header, *body]) + "\n")
+  (folder / "table.md").write_text(to_markdown(rows) + "\n")
