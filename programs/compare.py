@@ -26,6 +26,7 @@ from tff_graph import experiment  # noqa: E402
 from tff_graph import runtime  # noqa: E402
 
 common.define_experiment_flags()
+flags.adopt_module_key_flags(common)
 _ALGORITHMS = flags.DEFINE_list("algorithms", ["local", "fedavg", "fedstar"], "Algorithms to compare.")
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Folder for the comparison (one run folder per algorithm).")
 

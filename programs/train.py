@@ -25,6 +25,7 @@ from tff_graph import experiment  # noqa: E402
 from tff_graph import runtime  # noqa: E402
 
 common.define_experiment_flags()
+flags.adopt_module_key_flags(common)
 _ALGORITHM = flags.DEFINE_enum("algorithm", "fedstar", common.ALGORITHM_NAMES, "Algorithm to run.")
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Run folder (default: runs/<algorithm>-<setting>).")
 
