@@ -136,6 +136,7 @@ class ClientData:
   sizes: dict[str, int]
   schema_path: str
   stats: dict[str, Any]
+  graph_indices: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # Into its dataset.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,7 +190,8 @@ def prepare_setting(setting: partition.Setting | str, *,
       ClientData(client_id=c["client_id"], dataset=c["dataset"], num_classes=c["num_classes"],
                  feature_dim=c["feature_dim"],
                  files={s: str(root / p) for s, p in c["files"].items()}, sizes=c["sizes"],
-                 schema_path=str(root / c["schema"]), stats=c["stats"])
+                 schema_path=str(root / c["schema"]), stats=c["stats"],
+                 graph_indices=c["graph_indices"])
       for c in info["clients"])
   return PreparedSetting(setting=setting, seed=seed, n_rw=n_rw, n_dg=n_dg, root=root, clients=clients)
 
