@@ -65,6 +65,15 @@ def define_experiment_flags() -> None:
   flags.DEFINE_bool("overwrite", False, "Replace a finished run (or another run) in the output folder.")
 
 
+def start(argv: list[str]) -> bool:
+  """Common program start: rejects stray positional arguments, quiets TF/TFF logging."""
+  if len(argv) > 1:
+    print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
+    return False
+  quiet_logs()
+  return True
+
+
 def quiet_logs() -> None:
   """TF/TFF INFO chatter off by default (the progress line and results are what a user reads)."""
   logging.set_verbosity(logging.WARNING)

@@ -32,10 +32,8 @@ _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Folder for the comparison
 
 
 def main(argv: list[str]) -> int:
-  if len(argv) > 1:
-    print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
+  if not common.start(argv):
     return 2
-  common.quiet_logs()
   unknown = [a for a in _ALGORITHMS.value if a not in common.ALGORITHM_NAMES]
   try:
     if unknown:

@@ -31,10 +31,8 @@ _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Run folder (default: runs
 
 
 def main(argv: list[str]) -> int:
-  if len(argv) > 1:
-    print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
+  if not common.start(argv):
     return 2
-  common.quiet_logs()
   try:
     config, prepared = common.resolve(_ALGORITHM.value)
     folder = _OUTPUT_DIR.value or f"runs/{_ALGORITHM.value}-{config.setting.replace(':', '_')}"

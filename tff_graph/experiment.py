@@ -141,7 +141,7 @@ class SeedResult:
   gcfl: dict[str, Any] | None
 
 
-def _checkpoint_state(sim: driver.Simulation, server: gcfl.GCFLServer | None, curve, splits) -> dict:
+def _checkpoint_state(sim: driver.Simulation, server: gcfl.GCFLServer | None, curve) -> dict:
   snap = sim.snapshot()
   meta = {"round": snap["round"], "bucket_of": snap["bucket_of"], "num_buckets": snap["num_buckets"],
           "curve": curve}
@@ -225,7 +225,7 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
                   "test_accuracy": average["test_accuracy"]})
     _release(board, board_value, r)
     if r % config.checkpoint_every == 0 and r < config.rounds:
-      asyncio.run(states.save(_checkpoint_state(sim, server, curve, None), r))
+      asyncio.run(states.save(_checkpoint_state(sim, server, curve), r))
   final = sim.evaluate()
   report = None
   if server is not None:

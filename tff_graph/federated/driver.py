@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
-import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -252,10 +251,3 @@ def run(simulation: Simulation, rounds: int, *,
       on_round(simulation, reports, evaluation)
   return result
 
-
-def mean_and_std_over_seeds(per_seed: list[dict[str, float]]) -> tuple[float, float]:
-  """The papers' aggregate: mean over clients of per-client means, and of per-client stds."""
-  clients = per_seed[0].keys()
-  means = [np.mean([s[c] for s in per_seed]) for c in clients]
-  stds = [np.std([s[c] for s in per_seed]) for c in clients]
-  return float(np.mean(means)), float(np.mean(stds)) if not math.isnan(np.mean(stds)) else 0.0
