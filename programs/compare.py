@@ -55,6 +55,7 @@ def main(argv: list[str]) -> int:
   common.end_progress()
   table = comparison.comparison_table(results, prepared)
   comparison.write_table(root, table)
+  comparison.write_plot(root, results)
   print(comparison.to_markdown(table))
   return 0
 

@@ -71,3 +71,22 @@ def write_table(folder: pathlib.Path, rows: Sequence[Row]) -> None:
           for r in rows]
   (folder / "table.csv").write_text("\n".join([header, *body]) + "\n")
   (folder / "table.md").write_text(to_markdown(rows) + "\n")
+
+
+def write_plot(folder: pathlib.Path, results: Sequence[ExperimentResult]) -> None:
+  """accuracy.png: average test accuracy vs round, one line per algorithm (mean over seeds)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  for r in results:
+    rounds = [x for x, _ in r.seeds[0].curve]
+    mean = np.mean([[acc for _, acc in s.curve] for s in r.seeds], axis=0)
+    ax.plot(rounds, mean * 100, label=r.config.algorithm)
+  ax.set_xlabel("round")
+  ax.set_ylabel("average test accuracy (%)")
+  ax.set_title(f"{results[0].config.setting}, seeds {list(results[0].config.seeds)}")
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(folder / "accuracy.png", dpi=100)
+  plt.close(fig)

@@ -109,6 +109,13 @@ def test_run_folder_rules(tmp_path):
   assert not folder.exists()
 
 
+def test_comparison_plot(tmp_path):
+  cfg = _config("fedavg", seeds=(1, 2))
+  seeds = [experiment.SeedResult(s, {}, [(1, 0.5), (2, 0.6)], None) for s in (1, 2)]
+  comparison.write_plot(tmp_path, [experiment.ExperimentResult(cfg, seeds)])
+  assert (tmp_path / "accuracy.png").stat().st_size > 1000
+
+
 def test_comparison_table_gains_against_local(mutag2):
   def fake(algorithm, accs):
     cfg = _config(algorithm, seeds=(1, 2))
