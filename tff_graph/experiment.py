@@ -200,6 +200,7 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
     curve = _restore(sim, server, state)
     break
   start = time.perf_counter()
+  final: dict[str, dict[str, float]] = {}
   while sim.round < config.rounds:
     reports = sim.step()
     if server is not None:
@@ -212,6 +213,7 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
       board_value["gcfl"] = {"clusters": float(len(server.clusters))}
     if r % config.eval_every == 0 or r == config.rounds:
       evaluation = sim.evaluate()
+      final = evaluation  # The last round is always evaluated: this ends as the final evaluation.
       if server is not None:
         server.after_evaluation(evaluation)
       average = {k: _average(evaluation, k) for k in next(iter(evaluation.values()))}
@@ -226,10 +228,8 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
     _release(board, board_value, r)
     if r % config.checkpoint_every == 0 and r < config.rounds:
       asyncio.run(states.save(_checkpoint_state(sim, server, curve), r))
-  final = sim.evaluate()
   report = None
   if server is not None:
-    server.after_evaluation(final)
     rep = server.finish()
     report = {"best_snapshot_accuracy": rep.best_snapshot_accuracy(), "clusters": rep.clusters,
               "cluster_counts": rep.cluster_counts,
