@@ -26,7 +26,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: str | None) -> dict:
+def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: str | None,
+         workers: int = 1) -> dict:
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from data_prep import cache  # pylint: disable=g-import-not-at-top
@@ -39,7 +40,7 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: st
   build_s = time.perf_counter() - t
   server = gcfl.GCFLServer(sim, clustering.thresholds_for(setting)) if sim.config.algo.clustering else None
   times = []
-  with runtime.local_execution_context():
+  with runtime.execution_context(workers):
     for _ in range(rounds + 2):
       t = time.perf_counter()
       reports = sim.step()
@@ -61,10 +62,23 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: st
       state = tf.nest.map_structure(tf.constant, sim.client_states[cid])
       tf.nest.map_structure(lambda x: x.numpy(), work.train(shared, state, inputs))
     tf_times.append(time.perf_counter() - t)
-  return {"algorithm": algorithm, "clients": len(sim.client_ids), "build_s": build_s,
+  return {"algorithm": algorithm, "clients": len(sim.client_ids), "workers": workers, "build_s": build_s,
           "round_s": float(np.median(times[2:])), "tf_s": float(np.median(tf_times[1:])),
           "eval_s": eval_s, "python_peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
           "worker_peak_gib": worker_peak}
+
+
+def measure(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: str | None,
+            workers: int = 1) -> dict:
+  """`_one` in a fresh subprocess (clean peak-memory figures, no state shared between measurements)."""
+  cmd = [sys.executable, "-m", "benchmarks.round_time", "--one", algorithm, "--setting", setting,
+         "--rounds", str(rounds), "--data_dir", data_dir, "--workers", str(workers)]
+  if cache_dir:
+    cmd += ["--cache_dir", cache_dir]
+  out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+  if out.returncode != 0:
+    raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
+  return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -76,21 +90,17 @@ def main() -> None:
   parser.add_argument("--data_dir", default=os.environ.get("TFF_GRAPH_DATA", "../shared/data/TUDataset"))
   parser.add_argument("--cache_dir", default=None)
   parser.add_argument("--one", help=argparse.SUPPRESS)
+  parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.one:
-    print(json.dumps(_one(args.one, args.setting, args.rounds, args.data_dir, args.cache_dir)))
+    print(json.dumps(_one(args.one, args.setting, args.rounds, args.data_dir, args.cache_dir, args.workers)))
     return
   print(common.machine())
   print(f"setting {args.setting}, median of {args.rounds} warm rounds")
   print(f"{'algorithm':16s} {'clients':>7s} {'round s':>8s} {'seq tf s':>8s} {'eval s':>7s} "
         f"{'build s':>8s} {'py GiB':>7s} {'worker GiB':>10s}")
   for algorithm in args.algorithms:
-    cmd = [sys.executable, "-m", "benchmarks.round_time", "--one", algorithm, "--setting", args.setting,
-           "--rounds", str(args.rounds), "--data_dir", args.data_dir]
-    if args.cache_dir:
-      cmd += ["--cache_dir", args.cache_dir]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = measure(algorithm, args.setting, args.rounds, args.data_dir, args.cache_dir)
     print(f"{r['algorithm']:16s} {r['clients']:7d} {r['round_s']:8.2f} {r['tf_s']:8.2f} "
           f"{r['eval_s']:7.2f} {r['build_s']:8.1f} "
           f"{r['python_peak_gib']:7.2f} {r['worker_peak_gib']:10.2f}", flush=True)

@@ -20,6 +20,7 @@ from data_prep import partition
 from data_prep import tu
 from tff_graph import algorithms
 from tff_graph import experiment
+from tff_graph import runtime
 
 ALGORITHM_NAMES = list(algorithms.ALGORITHMS)
 FLAGS = flags.FLAGS
@@ -63,6 +64,11 @@ def define_experiment_flags() -> None:
   flags.DEFINE_string("data_dir", None, f"Folder with the TU <NAME>.zip files (default: ${tu.DEFAULT_DATA_DIR_ENV}).")
   flags.DEFINE_string("cache_dir", None, f"Prepared-data cache (default: ${cache.CACHE_DIR_ENV} or ~/.cache/tff_graph).")
   flags.DEFINE_bool("overwrite", False, "Replace a finished run (or another run) in the output folder.")
+  flags.DEFINE_string(
+      "workers", "", "TFF workers that run the client computations: empty = one private local worker; "
+      "local:N = N local workers, started and stopped by this program; host:port,host:port = workers "
+      "already running (started with `python -m programs.workers`, see README). Not part of the run's "
+      "configuration: a run may be resumed on other workers.")
 
 
 def start(argv: list[str]) -> bool:
@@ -92,6 +98,18 @@ def worker_log(folder: str) -> str:
   """The TFF worker's own output goes to a log file beside the run (never to our stdout)."""
   pathlib.Path(folder).mkdir(parents=True, exist_ok=True)
   return os.path.join(folder, "worker.log")
+
+
+def workers() -> int | list[str]:
+  try:
+    return runtime.parse_workers(FLAGS.workers)
+  except ValueError as e:
+    raise UsageError(f"--{e}") from None
+
+
+def execution_context(folder: str):
+  """The TFF context of a program run: `--workers`, local workers logging beside the run."""
+  return runtime.execution_context(workers(), log_path=worker_log(folder))
 
 
 def experiment_config(algorithm: str) -> experiment.ExperimentConfig:

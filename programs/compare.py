@@ -41,6 +41,7 @@ def main(argv: list[str]) -> int:
     configs = [common.experiment_config(a) for a in _ALGORITHMS.value]
     prepared = common.prepare(configs[0])
     root = common.path(_OUTPUT_DIR.value or f"runs/compare-{configs[0].setting.replace(':', '_')}")
+    common.workers()
     if not common.overwrite():
       for c in configs:
         experiment.check_run_folder(root / c.algorithm, c)
@@ -48,10 +49,15 @@ def main(argv: list[str]) -> int:
     print(f"error: {e}", file=sys.stderr)
     return 2
   results = []
-  with runtime.local_execution_context(log_path=common.worker_log(str(root))):
-    for c in configs:
-      results.append(experiment.run_experiment(c, prepared, root / c.algorithm, overwrite=common.overwrite(),
-                                               progress=common.progress_line))
+  try:
+    with common.execution_context(str(root)):
+      for c in configs:
+        results.append(experiment.run_experiment(c, prepared, root / c.algorithm, overwrite=common.overwrite(),
+                                                 progress=common.progress_line))
+  except runtime.WorkerError as e:
+    common.end_progress()
+    print(f"error: {e}", file=sys.stderr)
+    return 1
   common.end_progress()
   table = comparison.comparison_table(results, prepared)
   comparison.write_table(root, table)

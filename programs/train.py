@@ -36,14 +36,20 @@ def main(argv: list[str]) -> int:
   try:
     config, prepared = common.resolve(_ALGORITHM.value)
     folder = _OUTPUT_DIR.value or f"runs/{_ALGORITHM.value}-{config.setting.replace(':', '_')}"
+    common.workers()
     if not common.overwrite():
       experiment.check_run_folder(common.path(folder), config)
   except (common.UsageError, experiment.RunFolderError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  with runtime.local_execution_context(log_path=common.worker_log(folder)):
-    result = experiment.run_experiment(config, prepared, folder, overwrite=common.overwrite(),
-                                       progress=common.progress_line)
+  try:
+    with common.execution_context(folder):
+      result = experiment.run_experiment(config, prepared, folder, overwrite=common.overwrite(),
+                                         progress=common.progress_line)
+  except runtime.WorkerError as e:
+    common.end_progress()
+    print(f"error: {e}", file=sys.stderr)
+    return 1
   common.end_progress()
   mean, std = result.aggregate()
   for cid, values in result.per_client().items():

@@ -1,4 +1,4 @@
-"""TFF execution contexts whose C++ workers never outlive the run.
+"""TFF execution contexts whose C++ workers never outlive the run, on one or several workers.
 
 TFF's own `set_sync_local_cpp_execution_context` starts a `worker_binary` that inherits the parent's
 stdout/stderr and is only stopped when a Python object is garbage collected: it can outlive Python and
@@ -8,6 +8,17 @@ hold a pipe open (`python ... | tail` then never ends). `local_execution_context
   parent-death signal so that it dies with the Python process even after a SIGKILL;
 * installs a synchronous context on it for the duration of a `with` block;
 * stops the worker (SIGTERM, then SIGKILL) when the block exits, normally or not.
+
+`execution_context(workers)` generalises this to several workers: `workers=N` starts N local workers
+(stopped at the end, like above); `workers=["host:port", ...]` connects to workers started elsewhere
+(`python -m programs.workers`). With more than one worker, TFF's `MergeableCompExecutionContext` splits
+each call's clients into one contiguous block per worker, runs the blocks' client work and partial
+aggregation on their workers, and merges the partial aggregates (so, with full participation, client i
+always runs on the same worker).
+
+TFF's contexts retry a call forever when a worker is unreachable (its `RetryableError`); ours do not:
+a worker that dies or becomes unreachable mid-call raises `WorkerError` naming it, so a program stops
+with a clear error (and resumes from its last checkpoint when rerun) instead of hanging.
 
 It is built on TFF's own engine: the C++ `worker_binary` executor service and `RemoteExecutor`.
 """
@@ -21,12 +32,16 @@ import pathlib
 import signal
 import subprocess
 import time
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import grpc
 import portpicker
 import tensorflow_federated as tff
-from tensorflow_federated.python.core.backends.native import compiler  # Not re-exported by tff.
+# Not re-exported by tff:
+from tensorflow_federated.python.common_libs import async_utils
+from tensorflow_federated.python.core.backends.native import compiler
+from tensorflow_federated.python.core.backends.native import mergeable_comp_compiler
+from tensorflow_federated.python.core.impl.executors import executors_errors
 
 _MAX_MESSAGE = 2_000_000_000
 _CHANNEL_OPTIONS = [("grpc.max_message_length", _MAX_MESSAGE),
@@ -75,46 +90,148 @@ def stop_worker(process: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
       process.wait()
 
 
-def _wait_ready(stub: tff.framework.RemoteExecutorGrpcStub, address: str,
+def channel_options() -> list[tuple[str, int]]:
+  """gRPC options of our channels to workers (messages up to 2 GB: large settings' weights/states)."""
+  return list(_CHANNEL_OPTIONS)
+
+
+def wait_ready(stub: tff.framework.RemoteExecutorGrpcStub, address: str,
                 process: subprocess.Popen[bytes] | None, timeout: float) -> None:
   deadline = time.monotonic() + timeout
   while not stub.is_ready:
     if process is not None and process.poll() is not None:
       raise WorkerError(f"TFF worker at {address} exited with code {process.returncode} while starting")
     if time.monotonic() > deadline:
-      raise WorkerError(f"TFF worker at {address} not ready after {timeout:.0f}s")
+      raise WorkerError(f"TFF worker at {address} not ready after {timeout:.0f}s (is a worker running there, e.g. "
+                        "`python -m programs.workers --ports=<port>`, and is the port reachable?)")
     time.sleep(0.05)
 
 
-def _context_for(stub: tff.framework.RemoteExecutorGrpcStub):
-  def stack_fn(cardinalities):
-    if cardinalities.get(tff.CLIENTS) is None:  # Nothing at CLIENTS in this call.
-      cardinalities[tff.CLIENTS] = 0
-    executor = tff.framework.RemoteExecutor(stub)
-    executor.set_cardinalities(cardinalities)
-    return executor
+class _FailFastAsyncContext(tff.framework.AsyncExecutionContext):
+  """TFF's async context on one worker, minus its endless retry of unreachable workers."""
 
-  factory = tff.framework.ResourceManagingExecutorFactory(executor_stack_fn=stack_fn)
-  return tff.framework.SyncExecutionContext(
-      executor_fn=factory, compiler_fn=compiler.desugar_and_transform_to_native,
+  def __init__(self, stub: tff.framework.RemoteExecutorGrpcStub, address: str):
+    def stack_fn(cardinalities):
+      if cardinalities.get(tff.CLIENTS) is None:  # Nothing at CLIENTS in this call.
+        cardinalities[tff.CLIENTS] = 0
+      executor = tff.framework.RemoteExecutor(stub)
+      executor.set_cardinalities(cardinalities)
+      return executor
+
+    super().__init__(
+        executor_fn=tff.framework.ResourceManagingExecutorFactory(executor_stack_fn=stack_fn),
+        compiler_fn=compiler.desugar_and_transform_to_native,
+        transform_args=tff.tensorflow.transform_args, transform_result=tff.tensorflow.transform_result)
+    self.address = address
+
+  async def invoke(self, comp, arg):
+    # The base class's invoke is wrapped in `retrying.retry` (forever on RetryableError): call the
+    # undecorated coroutine and turn a lost worker into one clear error.
+    try:
+      return await tff.framework.AsyncExecutionContext.invoke.__wrapped__(self, comp, arg)
+    except (executors_errors.RetryableError, grpc.RpcError) as e:
+      code = e.code() if isinstance(e, grpc.Call) else type(e).__name__
+      raise WorkerError(
+          f"TFF worker at {self.address} stopped answering ({code}); the run stops here. Restart the "
+          "worker(s) and run the same command again: the run resumes from its last checkpoint") from e
+
+
+class _SyncContext(tff.framework.SyncContext):
+  """A synchronous context over one fail-fast async context (what TFF's SyncExecutionContext does)."""
+
+  def __init__(self, async_context: _FailFastAsyncContext):
+    self._async_context = async_context
+    self._runner = async_utils.AsyncThreadRunner()
+
+  def invoke(self, comp, arg):
+    return self._runner.run_coro_and_return_result(self._async_context.invoke(comp, arg))
+
+
+def _quiet_lost_workers(loop, context) -> None:
+  """Event-loop exception handler: when one worker is lost, the other workers' abandoned sub-round
+  tasks fail too; the first WorkerError already reached the caller, so these are not reported again."""
+  if isinstance(context.get("exception"), WorkerError):
+    return
+  loop.default_exception_handler(context)
+
+
+def _context_for(stubs: Sequence[tuple[tff.framework.RemoteExecutorGrpcStub, str]]):
+  contexts = [_FailFastAsyncContext(stub, address) for stub, address in stubs]
+  if len(contexts) == 1:
+    return _SyncContext(contexts[0])
+  context = tff.framework.MergeableCompExecutionContext(
+      contexts, compiler_fn=mergeable_comp_compiler.compile_to_mergeable_comp_form,
       transform_args=tff.tensorflow.transform_args, transform_result=tff.tensorflow.transform_result)
+  runner = getattr(context, "_async_runner", None)  # TFF 0.87 keeps its event loop here.
+  if runner is not None and hasattr(runner, "_event_loop"):
+    runner._event_loop.set_exception_handler(_quiet_lost_workers)  # pylint: disable=protected-access
+  return context
+
+
+def parse_workers(value: str | int | Sequence[str] | None) -> int | list[str]:
+  """`None`/"" -> 1 local worker; "local:N" or N -> N local workers; "h:p,h:p" -> those addresses."""
+  if value is None or value == "":
+    return 1
+  if isinstance(value, int):
+    count = value
+  elif isinstance(value, str) and value.startswith("local:"):
+    try:
+      count = int(value[len("local:"):])
+    except ValueError:
+      raise ValueError(f"workers: {value!r} is not local:<number>") from None
+  else:
+    addresses = [a.strip() for a in (value.split(",") if isinstance(value, str) else value) if a.strip()]
+    for a in addresses:
+      host, _, port = a.rpartition(":")
+      if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"workers: {a!r} is not host:port (e.g. 10.0.0.2:8000)")
+    if not addresses:
+      raise ValueError("workers: no address given")
+    return addresses
+  if count < 1:
+    raise ValueError(f"workers: need at least one local worker, got {count}")
+  return count
 
 
 @contextlib.contextmanager
-def local_execution_context(*, log_path: str | os.PathLike[str] | None = None,
-                            startup_timeout: float = 60.0) -> Iterator[object]:
-  """Runs TFF computations in the `with` block on a private local C++ worker (see module docstring)."""
-  port = portpicker.pick_unused_port()
-  process = start_worker(port, log_path=log_path)
-  channel = None
+def execution_context(workers: str | int | Sequence[str] | None = None, *,
+                      log_path: str | os.PathLike[str] | None = None,
+                      startup_timeout: float = 60.0) -> Iterator[object]:
+  """Runs TFF computations in the `with` block on local or remote workers (see module docstring).
+
+  Args:
+    workers: see `parse_workers`; default one private local worker.
+    log_path: where local workers write their output (appended; discarded if None).
+    startup_timeout: seconds to wait for every worker to answer.
+  """
+  spec = parse_workers(workers)
+  processes: list[subprocess.Popen[bytes]] = []
+  channels = []
   try:
-    address = f"localhost:{port}"
-    channel = grpc.insecure_channel(address, _CHANNEL_OPTIONS)
-    stub = tff.framework.RemoteExecutorGrpcStub(channel)
-    _wait_ready(stub, address, process, startup_timeout)
-    with tff.framework.get_context_stack().install(_context_for(stub)) as context:
+    if isinstance(spec, int):
+      targets = []
+      for _ in range(spec):
+        port = portpicker.pick_unused_port()
+        processes.append(start_worker(port, log_path=log_path))
+        targets.append((f"localhost:{port}", processes[-1]))
+    else:
+      targets = [(address, None) for address in spec]
+    stubs = []
+    for address, process in targets:
+      channels.append(grpc.insecure_channel(address, _CHANNEL_OPTIONS))
+      stub = tff.framework.RemoteExecutorGrpcStub(channels[-1])
+      wait_ready(stub, address, process, startup_timeout)
+      stubs.append((stub, address))
+    with tff.framework.get_context_stack().install(_context_for(stubs)) as context:
       yield context
   finally:
-    if channel is not None:
+    for channel in channels:
       channel.close()
-    stop_worker(process)
+    for process in processes:
+      stop_worker(process)
+
+
+def local_execution_context(*, log_path: str | os.PathLike[str] | None = None,
+                            startup_timeout: float = 60.0):
+  """`execution_context()` with one private local worker."""
+  return execution_context(1, log_path=log_path, startup_timeout=startup_timeout)

@@ -86,12 +86,17 @@ class SharingLayout:
 
 
 def client_input_spec() -> "collections.OrderedDict[str, tf.TensorSpec]":
-  """What the driver sends each client every round (no data: only where its files are)."""
+  """What the driver sends each client every round (no data: only where its files are).
+
+  `client_index` is echoed in every CLIENTS-placed output so the driver can match outputs to clients
+  whatever order an execution context returns them in (a multi-worker context regroups clients).
+  """
   return collections.OrderedDict(
       train=tf.TensorSpec([], tf.string), val=tf.TensorSpec([], tf.string),
       test=tf.TensorSpec([], tf.string), feature_dim=tf.TensorSpec([], tf.int32),
       num_classes=tf.TensorSpec([], tf.int32), train_size=tf.TensorSpec([], tf.float32),
-      bucket=tf.TensorSpec([], tf.int32), shuffle_seed=tf.TensorSpec([], tf.int64))
+      bucket=tf.TensorSpec([], tf.int32), shuffle_seed=tf.TensorSpec([], tf.int64),
+      client_index=tf.TensorSpec([], tf.int32))
 
 
 def masked_logits(logits: tf.Tensor, num_classes: tf.Tensor) -> tf.Tensor:

@@ -141,7 +141,7 @@ class Simulation:
         train=c.files["train"], val=c.files["val"], test=c.files["test"],
         feature_dim=np.int32(c.feature_dim), num_classes=np.int32(c.num_classes),
         train_size=np.float32(c.sizes["train"]), bucket=np.int32(self.bucket_of[c.client_id]),
-        shuffle_seed=np.int64(seed))
+        shuffle_seed=np.int64(seed), client_index=np.int32(index))
 
   def sample(self) -> list[int]:
     """Indices of this round's clients (all when client_fraction is 1)."""
@@ -165,12 +165,15 @@ class Simulation:
     else:
       new_states, reports = self.process.next(states, inputs)
     out = {}
-    for i, state, report in zip(chosen, new_states, reports):
-      cid = self.client_ids[i]
+    for state, report in zip(new_states, reports):
+      report = _numpy(dict(report))
+      cid = self.client_ids[int(report.pop("client_index"))]
       self.client_states[cid] = _numpy(state)
-      out[cid] = _numpy(dict(report))
+      out[cid] = report
+    if sorted(out) != sorted(self.client_ids[i] for i in chosen):
+      raise RuntimeError(f"round {self.round}: reports came back for {sorted(out)}, not for the sampled clients")
     self.round += 1
-    return out
+    return {self.client_ids[i]: out[self.client_ids[i]] for i in chosen}
 
   def evaluate(self) -> dict[str, dict[str, float]]:
     """Val/test loss and accuracy of every client's current model."""
@@ -180,7 +183,11 @@ class Simulation:
       results = self.process.evaluate(self.shared, states, inputs)
     else:
       results = self.process.evaluate(states, inputs)
-    return {cid: {k: float(v) for k, v in r.items()} for cid, r in zip(self.client_ids, results)}
+    by_index = {int(r["client_index"]): {k: float(v) for k, v in r.items() if k != "client_index"}
+                for r in results}
+    if sorted(by_index) != list(range(len(self.client_ids))):
+      raise RuntimeError(f"evaluation returned clients {sorted(by_index)}, expected all {len(self.client_ids)}")
+    return {cid: by_index[i] for i, cid in enumerate(self.client_ids)}
 
   def client_model(self, client_id: str) -> classifiers.PartitionedModel:
     """A Keras model holding this client's current weights (shared from its cluster + private)."""

@@ -18,6 +18,9 @@ The private part of the model, the optimizer state and the dropout stream live o
 CLIENTS-placed state: no SERVER-placed value has their type (tested on the type signature). With no
 shared part (the Local baseline) `next` has no SERVER value at all and is a plain federated map.
 
+Every CLIENTS-placed output carries the client's `client_index` (from its input): contexts that
+spread clients over several workers may return CLIENTS values in another order.
+
 Client reports hold the training metrics and, when `report_updates` is set (GCFL), each client's
 update: the values the server-side clustering needs are explicit in the signature.
 """
@@ -86,6 +89,7 @@ def build_federated_process(model_fn: Callable[[int], classifiers.PartitionedMod
     work = cw.ClientWork(lambda: model_fn(0), shared_parts, config)
     out = work.train(select(stacked, inputs["bucket"]), state, inputs)
     report = collections.OrderedDict(out["metrics"])
+    report["client_index"] = inputs["client_index"]
     if report_updates:
       report["update"] = out["update"]
     return collections.OrderedDict(
@@ -95,7 +99,9 @@ def build_federated_process(model_fn: Callable[[int], classifiers.PartitionedMod
   @tff.tensorflow.computation(stacked_type, state_type, input_type)
   def client_evaluate(stacked, state, inputs):
     work = cw.ClientWork(lambda: model_fn(0), shared_parts, config)
-    return work.evaluate(select(stacked, inputs["bucket"]), state, inputs)
+    metrics = work.evaluate(select(stacked, inputs["bucket"]), state, inputs)
+    metrics["client_index"] = inputs["client_index"]
+    return metrics
 
   if not has_shared:
     @tff.federated_computation(tff.FederatedType(state_type, tff.CLIENTS),

@@ -1,0 +1,164 @@
+"""Simulations across several TFF workers: same results as one process, clean life-cycle, lost workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import portpicker
+import pytest
+import tensorflow as tf
+
+from tff_graph import clustering
+from tff_graph import gcfl
+from tff_graph import runtime
+from tff_graph.federated import driver
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _workers() -> set[str]:
+  return set(subprocess.run(["pgrep", "-f", "tensorflow_federated/data/worker_binary"],
+                            capture_output=True, text=True).stdout.split())
+
+
+def _worker_pid(port: int) -> int:
+  out = subprocess.run(["pgrep", "-f", f"worker_binary --port={port}"], capture_output=True, text=True).stdout
+  pids = [int(p) for p in out.split()]
+  assert len(pids) == 1, f"expected one worker on port {port}, found {pids}"
+  return pids[0]
+
+
+def _simulate(prepared, algorithm, workers):
+  with runtime.execution_context(workers):
+    sim = driver.Simulation(prepared, driver.RunConfig(algorithm=algorithm, seed=3))
+    if algorithm == "gcfl":
+      # A gate that fires at round 2: the split and the re-aggregation also run on the workers.
+      result, report = gcfl.run_gcfl(
+          sim, 4, clustering.SplitThresholds(eps1=10.0, eps2=0.0, warmup_rounds=1, seq_length=2))
+      assert report.splits, "the test needs a split"
+      extra = (report.splits, dict(sim.bucket_of))
+    else:
+      result, extra = driver.run(sim, 3), None
+  return sim, result, extra
+
+
+@pytest.mark.parametrize("algorithm", ["fedstar", "gcfl", "local"])
+def test_two_workers_give_the_single_process_results(mutag3, algorithm):
+  before = _workers()
+  one_sim, one, one_extra = _simulate(mutag3, algorithm, 1)
+  two_sim, two, two_extra = _simulate(mutag3, algorithm, 2)
+  # 3 clients over 2 workers: uneven blocks, outputs come back regrouped and are matched by client.
+  for a, b in zip(tf.nest.flatten(one_sim.shared), tf.nest.flatten(two_sim.shared)):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+  for cid in one_sim.client_ids:
+    for a, b in zip(tf.nest.flatten(one_sim.client_states[cid]), tf.nest.flatten(two_sim.client_states[cid])):
+      np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+  for (r1, e1), (r2, e2) in zip(one.evaluations, two.evaluations):
+    assert r1 == r2
+    for cid in e1:
+      for k in e1[cid]:
+        assert e1[cid][k] == pytest.approx(e2[cid][k], rel=1e-5, abs=1e-6)
+  assert one_extra == two_extra
+  # Clients are not interchangeable: matching by position only would have mixed their states up.
+  states = [tf.nest.flatten(two_sim.client_states[c])[-1] for c in two_sim.client_ids]
+  assert not np.array_equal(states[0], states[1])
+  assert _workers() <= before, "a worker outlived its context"
+
+
+def test_bad_worker_specs():
+  assert runtime.parse_workers(None) == 1
+  assert runtime.parse_workers("local:3") == 3
+  assert runtime.parse_workers("a:1, b:2") == ["a:1", "b:2"]
+  for bad in ["local:x", "local:0", "hostonly", "h:99999", ",", "h:"]:
+    with pytest.raises(ValueError, match="workers"):
+      runtime.parse_workers(bad)
+
+
+def test_unreachable_worker_is_a_clear_error():
+  port = portpicker.pick_unused_port()
+  start = time.monotonic()
+  with pytest.raises(runtime.WorkerError, match=f"localhost:{port} not ready"):
+    with runtime.execution_context([f"localhost:{port}"], startup_timeout=2.0):
+      pass
+  assert time.monotonic() - start < 30
+
+
+def _env():
+  return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def _launch(ports, log_dir):
+  launcher = subprocess.Popen(
+      [sys.executable, "-m", "programs.workers", f"--ports={','.join(map(str, ports))}", f"--worker_log_dir={log_dir}"],
+      cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+  line = launcher.stdout.readline()
+  assert line.startswith("ready "), (line, launcher.stderr.read() if launcher.poll() is not None else "")
+  return launcher
+
+
+def _train(data_dir, cache_dir, output, workers, **kwargs):
+  cmd = [sys.executable, "-m", "programs.train", "--algorithm=fedstar", "--setting=MUTAG:3", "--rounds=8",
+         "--seeds=1", "--checkpoint_every=2", f"--data_dir={data_dir}", f"--cache_dir={cache_dir}",
+         f"--output_dir={output}"] + ([f"--workers={workers}"] if workers else [])
+  return subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          **kwargs)
+
+
+def test_lost_worker_stops_the_run_with_a_clear_error_and_the_run_resumes(data_dir, cache_dir, tmp_path):
+  before = _workers()
+  reference = _train(data_dir, cache_dir, tmp_path / "single", None)
+  out, err = reference.communicate(timeout=600)
+  assert reference.returncode == 0, err[-2000:]
+
+  ports = [portpicker.pick_unused_port(), portpicker.pick_unused_port()]
+  launcher = _launch(ports, tmp_path / "logs")
+  try:
+    run = _train(data_dir, cache_dir, tmp_path / "run", ",".join(f"localhost:{p}" for p in ports))
+    checkpoint = tmp_path / "run" / "seed_1" / "checkpoints" / "program_state_4"
+    deadline = time.monotonic() + 300
+    while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
+      time.sleep(0.05)
+    assert checkpoint.exists() and run.poll() is None, "run ended before a worker could be killed"
+    os.kill(_worker_pid(ports[1]), signal.SIGKILL)
+    killed = time.monotonic()
+    out, err = run.communicate(timeout=120)
+    assert time.monotonic() - killed < 60
+    assert run.returncode == 1
+    # The killed worker, or the other one if the launcher has already stopped it: both are lost.
+    assert any(f"TFF worker at localhost:{p} stopped answering" in err for p in ports), err[-2000:]
+    assert "Traceback" not in err
+    assert not (tmp_path / "run" / "seed_1" / "final.json").exists()
+    # The launcher notices its dead worker, stops the other one and says which died.
+    assert launcher.wait(30) == 1
+    assert f"worker on port {ports[1]} exited" in launcher.stderr.read()
+  finally:
+    os.killpg(launcher.pid, signal.SIGKILL) if launcher.poll() is None else None
+  assert _workers() <= before
+
+  # Workers back (on other ports): the same command resumes from the checkpoint and finishes.
+  ports = [portpicker.pick_unused_port(), portpicker.pick_unused_port()]
+  launcher = _launch(ports, tmp_path / "logs")
+  try:
+    resumed = _train(data_dir, cache_dir, tmp_path / "run", ",".join(f"localhost:{p}" for p in ports))
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err[-2000:]
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(30) == 0
+  finally:
+    os.killpg(launcher.pid, signal.SIGKILL) if launcher.poll() is None else None
+  single = json.loads((tmp_path / "single" / "seed_1" / "final.json").read_text())
+  distributed = json.loads((tmp_path / "run" / "seed_1" / "final.json").read_text())
+  for cid, metrics in single["final"].items():
+    for k, v in metrics.items():
+      assert distributed["final"][cid][k] == pytest.approx(v, rel=1e-5, abs=1e-6)
+  rounds = [line.split(",")[0] for line in
+            (tmp_path / "run" / "seed_1" / "eval_metrics.csv").read_text().splitlines()[1:]]
+  assert rounds == [str(r) for r in range(1, 9)]
+  assert _workers() <= before, "a worker outlived the launcher"
