@@ -1,0 +1,57 @@
+r"""Builds a result table from finished run folders and sets it beside a paper's numbers.
+
+Every finished seed under the given folders (run folders of `programs.train`, or comparison folders of
+`programs.compare`) is merged per algorithm; runs must share their configuration except the seeds.
+
+Example (the CHEM table of results/chem/, seeds run one per comparison folder):
+  python -m programs.tables --paper=fedstar \
+      --runs=runs/compare-chem-seed1,runs/compare-chem-seed2,runs/compare-chem-seed3 \
+      --output_dir=results/chem
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+
+from data_prep import cache  # noqa: E402
+from data_prep import partition  # noqa: E402
+from data_prep import tu  # noqa: E402
+from tff_graph import anchors  # noqa: E402
+from tff_graph import results  # noqa: E402
+
+_RUNS = flags.DEFINE_list("runs", None, "Run folders or comparison folders to merge.", required=True)
+_PAPER = flags.DEFINE_enum("paper", None, ["fedstar", "gcfl"], "Whose published numbers go beside ours.")
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where table.csv, table.md, per_client_*.csv go.",
+                                  required=True)
+_DATA_DIR = flags.DEFINE_string("data_dir", None, f"TU data folder (default ${tu.DEFAULT_DATA_DIR_ENV}); "
+                                "needed for the parameter counts of the setting's widest client.")
+_CACHE_DIR = flags.DEFINE_string("cache_dir", None, "Prepared-data cache.")
+
+
+def main(argv: list[str]) -> int:
+  if len(argv) > 1:
+    print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
+    return 2
+  try:
+    loaded = results.load_results(_RUNS.value)
+    config = loaded[0].config
+    paper = anchors.lookup(_PAPER.value, config.setting) if _PAPER.value else None
+    prepared = cache.prepare_setting(config.setting, data_dir=_DATA_DIR.value, cache_dir=_CACHE_DIR.value,
+                                     seed=config.split_seed, n_rw=config.n_rw, n_dg=config.n_dg)
+  except (results.ResultsError, KeyError, partition.SettingError, tu.TUFormatError) as e:
+    print(f"error: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
+    return 2
+  rows = results.results_table(loaded, prepared, paper)
+  results.write(_OUTPUT_DIR.value, rows, loaded)
+  print(results.to_markdown(rows))
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)

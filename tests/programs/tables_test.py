@@ -1,0 +1,130 @@
+"""Result tables from a fixture of run folders: merging seeds, the papers' aggregate, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from data_prep import cache
+from tff_graph import anchors
+from tff_graph import experiment
+from tff_graph import results
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SETTING = "MUTAG:2"
+CLIENTS = ("0-MUTAG", "1-MUTAG")
+
+
+def _run(folder: pathlib.Path, algorithm: str, seed: int, accuracies, *, best=None, **overrides) -> None:
+  config = experiment.ExperimentConfig(algorithm=algorithm, setting=SETTING, rounds=200, seeds=(seed,),
+                                       **overrides)
+  folder.mkdir(parents=True)
+  (folder / "config.json").write_text(config.to_json())
+  final = {cid: {"test_accuracy": a, "val_accuracy": 0.5} for cid, a in zip(CLIENTS, accuracies)}
+  gcfl = None if best is None else {"best_snapshot_accuracy": dict(zip(CLIENTS, best))}
+  (folder / f"seed_{seed}").mkdir()
+  (folder / f"seed_{seed}" / "final.json").write_text(
+      json.dumps({"final": final, "curve": [[200, sum(accuracies) / 2]], "gcfl": gcfl}))
+
+
+@pytest.fixture
+def two_seed_folders(tmp_path):
+  """Two comparison folders, one per seed (as the results were run), plus an unfinished seed."""
+  a, b = tmp_path / "seed1", tmp_path / "seed2"
+  _run(a / "local", "local", 1, [0.8, 0.5])
+  _run(b / "local", "local", 2, [0.6, 0.7])
+  _run(a / "fedavg", "fedavg", 1, [0.9, 0.5])
+  _run(b / "fedavg", "fedavg", 2, [0.7, 0.5])
+  _run(a / "gcfl", "gcfl", 1, [0.6, 0.6], best=[0.7, 0.8])
+  _run(b / "gcfl", "gcfl", 2, [0.6, 0.6], best=[0.9, 0.8])
+  _run(a / "fedstar_rw", "fedstar", 1, [1.0, 1.0], embedding_type="rw")
+  unfinished = tmp_path / "seed3" / "fedavg"
+  unfinished.mkdir(parents=True)
+  (unfinished / "config.json").write_text(experiment.ExperimentConfig(
+      algorithm="fedavg", setting=SETTING, rounds=200, seeds=(3,)).to_json())
+  return [a, b, tmp_path / "seed3"]
+
+
+@pytest.fixture(scope="module")
+def mutag2(data_dir, cache_dir):
+  return cache.prepare_setting(SETTING, data_dir=data_dir, cache_dir=cache_dir)
+
+
+def test_seeds_are_merged_and_aggregated_as_the_papers_do(two_seed_folders, mutag2, tmp_path):
+  loaded = results.load_results(two_seed_folders)
+  paper = {"fedavg": (60.0, 1.0), "local": (70.0, None)}
+  rows = {r.label: r for r in results.results_table(loaded, mutag2, paper)}
+  assert list(rows) == ["fedavg", "local", "fedstar emb=rw", "gcfl"]  # Paper's order, then the table's.
+  local, fedavg, gcfl = rows["local"], rows["fedavg"], rows["gcfl"]
+  # local: client means 0.7 and 0.6, stds 0.1 and 0.1 (the unfinished seed 3 is left out).
+  assert local.seeds == (1, 2) and fedavg.seeds == (1, 2)
+  assert local.mean == pytest.approx(65.0) and local.std == pytest.approx(10.0)
+  # fedavg: client means 0.8 and 0.5, stds 0.1 and 0: gains +10 and -10 points.
+  assert fedavg.mean == pytest.approx(65.0) and fedavg.std == pytest.approx(5.0)
+  assert fedavg.gain == pytest.approx(0.0) and fedavg.gain_ratio == pytest.approx(0.5)
+  assert fedavg.paper_mean == 60.0 and fedavg.diff == pytest.approx(5.0)
+  assert local.diff == pytest.approx(-5.0) and local.paper_std is None
+  assert gcfl.best_mean == pytest.approx(80.0) and gcfl.best_std == pytest.approx(5.0)
+  assert local.best_mean is None and rows["fedstar emb=rw"].seeds == (1,)
+  assert rows["fedstar emb=rw"].paper_mean is None
+  # FedStar's model is bigger and shares less than FedAvg's.
+  assert rows["fedstar emb=rw"].parameters > fedavg.parameters
+  assert 0 < rows["fedstar emb=rw"].shared_parameters < fedavg.shared_parameters
+  assert local.shared_parameters == 0
+
+  results.write(tmp_path / "table", list(rows.values()), loaded)
+  csv = (tmp_path / "table" / "table.csv").read_text().splitlines()
+  assert csv[1].startswith("fedavg,1 2,65.00,5.00,,,60.00,1.00,5.00,0.00,0.50,")
+  md = (tmp_path / "table" / "table.md").read_text()
+  assert "| gcfl | 1,2 | 60.00 ± 0.00 | 80.00 ± 5.00 |" in md
+  per_client = (tmp_path / "table" / "per_client_local.csv").read_text().splitlines()
+  assert per_client == ["client,seed_1,seed_2,mean,std", "0-MUTAG,0.8000,0.6000,0.7000,0.1000",
+                        "1-MUTAG,0.5000,0.7000,0.6000,0.1000"]
+  assert (tmp_path / "table" / "per_client_fedstar_emb_rw.csv").is_file()
+
+
+def test_runs_that_do_not_belong_in_one_table_are_refused(tmp_path):
+  _run(tmp_path / "a" / "fedavg", "fedavg", 1, [0.5, 0.5])
+  _run(tmp_path / "b" / "fedavg", "fedavg", 1, [0.6, 0.6])
+  with pytest.raises(results.ResultsError, match="fedavg seed 1 is in both"):
+    results.load_results([tmp_path / "a", tmp_path / "b"])
+  _run(tmp_path / "c" / "fedavg", "fedavg", 2, [0.6, 0.6], learning_rate=0.01)
+  with pytest.raises(results.ResultsError, match="another configuration.*learning_rate"):
+    results.load_results([tmp_path / "a", tmp_path / "c"])
+  (tmp_path / "d").mkdir()
+  with pytest.raises(results.ResultsError, match="neither a run folder"):
+    results.load_results([tmp_path / "d"])
+  bad = tmp_path / "e" / "x"
+  bad.mkdir(parents=True)
+  (bad / "config.json").write_text('{"algorithm": "fedfoo"}')
+  with pytest.raises(results.ResultsError, match="not a tff-graph run configuration"):
+    results.load_results([tmp_path / "e"])
+
+
+def test_anchors_hold_the_papers_numbers():
+  assert anchors.lookup("fedstar", "chem")["fedstar"] == (79.79, 2.44)
+  assert anchors.lookup("fedstar", "biochem")["fedstar_share_none"] == (74.08, None)
+  assert anchors.lookup("fedstar", "biochem")["fedstar emb=ones"] == (69.51, None)
+  assert anchors.lookup("gcfl", "molecules")["gcfl_plus"] == (74.35, None)
+  with pytest.raises(KeyError, match="no published numbers for fedstar:chem_tiny"):
+    anchors.lookup("fedstar", "chem_tiny")
+
+
+def test_tables_program(two_seed_folders, data_dir, cache_dir, tmp_path):
+  env = {**os.environ, "PYTHONPATH": str(REPO)}
+  out = tmp_path / "out"
+  cmd = [sys.executable, "-m", "programs.tables", f"--runs={','.join(map(str, two_seed_folders[:2]))}",
+         f"--output_dir={out}", f"--data_dir={data_dir}", f"--cache_dir={cache_dir}"]
+  proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "| local | 1,2 | 65.00 ± 10.00 |" in proc.stdout
+  assert (out / "table.md").read_text().strip() == proc.stdout.strip()
+  bad = subprocess.run(cmd[:4] + [f"--output_dir={tmp_path / 'bad'}", "--paper=gcfl"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+  assert bad.returncode == 2 and "no published numbers for gcfl:MUTAG:2" in bad.stderr
+  assert not (tmp_path / "bad").exists()

@@ -1,0 +1,187 @@
+"""Result tables from finished run folders, set beside the papers' numbers.
+
+Runs of one table may come from several places (one comparison folder per seed, run across sessions
+or machines): `load_results` merges every finished seed (`seed_<s>/final.json`) of runs with the same
+configuration except their seeds, and refuses anything else (another setting, other
+hyper-parameters, the same seed twice). `results_table` then aggregates as both papers do: per client
+the mean and std over seeds, then the mean over clients of each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from data_prep import cache
+from tff_graph import algorithms
+from tff_graph import anchors
+from tff_graph import comparison
+from tff_graph import experiment
+
+
+class ResultsError(ValueError):
+  """Run folders that cannot be put in one table (named in the message)."""
+
+
+def row_label(config: experiment.ExperimentConfig) -> str:
+  """The algorithm, plus ` emb=<type>` when the structure embedding is not the default rw_dg."""
+  return config.algorithm + ("" if config.embedding_type == "rw_dg" else f" emb={config.embedding_type}")
+
+
+def _comparable(config: experiment.ExperimentConfig) -> dict:
+  d = dataclasses.asdict(config)
+  d.pop("seeds")
+  return d
+
+
+def _run_folders(folder: pathlib.Path) -> Iterable[pathlib.Path]:
+  if (folder / "config.json").is_file():
+    yield folder
+    return
+  subs = sorted(p for p in folder.iterdir() if (p / "config.json").is_file()) if folder.is_dir() else []
+  if not subs:
+    raise ResultsError(f"{folder} is neither a run folder nor a folder of run folders (no config.json)")
+  yield from subs
+
+
+def load_results(folders: Sequence[str | pathlib.Path]) -> list[experiment.ExperimentResult]:
+  """Finished seeds of every run under `folders`, merged per row label."""
+  merged: dict[str, experiment.ExperimentResult] = {}
+  origin: dict[tuple[str, int], pathlib.Path] = {}
+  for top in folders:
+    for run in _run_folders(pathlib.Path(top)):
+      try:
+        config = experiment.ExperimentConfig(**json.loads((run / "config.json").read_text()))
+        config = dataclasses.replace(config, seeds=tuple(config.seeds))
+      except (TypeError, ValueError) as e:
+        raise ResultsError(f"{run}/config.json is not a tff-graph run configuration: {e}") from None
+      label = row_label(config)
+      for seed in config.seeds:
+        done = run / f"seed_{seed}" / "final.json"
+        if not done.is_file():
+          continue  # Unfinished seed: not in the table (yet).
+        if (label, seed) in origin:
+          raise ResultsError(f"{label} seed {seed} is in both {origin[(label, seed)]} and {run}")
+        origin[(label, seed)] = run
+        data = json.loads(done.read_text())
+        seed_result = experiment.SeedResult(seed, data["final"], [tuple(x) for x in data["curve"]],
+                                            data.get("gcfl"))
+        if label not in merged:
+          merged[label] = experiment.ExperimentResult(config, [])
+        elif _comparable(merged[label].config) != _comparable(config):
+          diff = {k: (v, _comparable(config)[k]) for k, v in _comparable(merged[label].config).items()
+                  if _comparable(config)[k] != v}
+          raise ResultsError(f"{run}: {label} was run with another configuration than in "
+                             f"{origin[next(k for k in origin if k[0] == label)]}: {diff}")
+        merged[label].seeds.append(seed_result)
+  for r in merged.values():
+    r.seeds.sort(key=lambda s: s.seed)
+    r.config = dataclasses.replace(r.config, seeds=tuple(s.seed for s in r.seeds))
+    ids = [set(s.final) for s in r.seeds]
+    if any(i != ids[0] for i in ids):
+      raise ResultsError(f"{row_label(r.config)}: seeds have different clients")
+  if not merged:
+    raise ResultsError(f"no finished seed under {', '.join(map(str, folders))}")
+  settings = {r.config.setting for r in merged.values()}
+  if len(settings) > 1:
+    raise ResultsError(f"runs of several settings cannot share a table: {sorted(settings)}")
+  return list(merged.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultRow:
+  label: str
+  seeds: tuple[int, ...]
+  mean: float  # %, the papers' aggregate of final test accuracy
+  std: float
+  best_mean: float | None  # GCFL family: each client's best snapshot (what the reference reports)
+  best_std: float | None
+  gain: float | None  # vs local, points
+  gain_ratio: float | None
+  parameters: int
+  shared_parameters: int
+  paper_mean: float | None
+  paper_std: float | None
+
+  @property
+  def diff(self) -> float | None:
+    return None if self.paper_mean is None else self.mean - self.paper_mean
+
+
+def _aggregate(per_client: Mapping[str, Sequence[float]]) -> tuple[float, float]:
+  return (float(np.mean([np.mean(v) for v in per_client.values()])) * 100,
+          float(np.mean([np.std(v) for v in per_client.values()])) * 100)
+
+
+def results_table(results: Sequence[experiment.ExperimentResult], prepared: cache.PreparedSetting,
+                  paper: Mapping[str, anchors.Anchor] | None = None) -> list[ResultRow]:
+  """One row per result, in the paper's order (then the algorithm table's); gains vs `local`."""
+  order = list(paper or {}) + list(algorithms.ALGORITHMS)
+  results = sorted(results, key=lambda r: (order.index(row_label(r.config)) if row_label(r.config) in order
+                                           else order.index(r.config.algorithm) + 0.5, row_label(r.config)))
+  rows = []
+  base = comparison.comparison_table(results, prepared)
+  for r, b in zip(results, base):
+    label = row_label(r.config)
+    best_mean = best_std = None
+    if all(s.gcfl for s in r.seeds):
+      best = {cid: [s.gcfl["best_snapshot_accuracy"][cid] for s in r.seeds] for cid in r.seeds[0].final}
+      best_mean, best_std = _aggregate(best)
+    mean, std = _aggregate(r.per_client())
+    anchor = (paper or {}).get(label)
+    rows.append(ResultRow(label, tuple(s.seed for s in r.seeds), mean, std, best_mean, best_std, b.gain,
+                          b.gain_ratio, b.parameters, b.shared_parameters,
+                          None if anchor is None else anchor[0], None if anchor is None else anchor[1]))
+  return rows
+
+
+def _pm(mean: float | None, std: float | None) -> str:
+  if mean is None:
+    return ""
+  return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+
+
+def to_markdown(rows: Sequence[ResultRow]) -> str:
+  has_best = any(r.best_mean is not None for r in rows)
+  head = ["algorithm", "seeds", "ours (final round)"] + (["ours (best snapshot)"] if has_best else []) + [
+      "paper", "ours - paper", "gain vs local", "clients with gain >= 0", "parameters", "shared"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for r in rows:
+    cells = [r.label, ",".join(map(str, r.seeds)), _pm(r.mean, r.std)]
+    if has_best:
+      cells.append(_pm(r.best_mean, r.best_std))
+    cells += [_pm(r.paper_mean, r.paper_std), "" if r.diff is None else f"{r.diff:+.2f}",
+              "" if r.gain is None else f"{r.gain:+.2f}", "" if r.gain_ratio is None else f"{r.gain_ratio:.2f}",
+              str(r.parameters), str(r.shared_parameters)]
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def _num(x: float | None) -> str:
+  return "" if x is None else f"{x:.2f}"
+
+
+def write(folder: str | pathlib.Path, rows: Sequence[ResultRow],
+          results: Sequence[experiment.ExperimentResult]) -> None:
+  """table.csv, table.md and per_client_<label>.csv (final test accuracy per client and seed)."""
+  folder = pathlib.Path(folder)
+  folder.mkdir(parents=True, exist_ok=True)
+  header = ("algorithm,seeds,mean,std,best_snapshot_mean,best_snapshot_std,paper_mean,paper_std,diff,gain,"
+            "gain_ratio,parameters,shared_parameters")
+  body = [",".join([r.label, " ".join(map(str, r.seeds)), _num(r.mean), _num(r.std), _num(r.best_mean),
+                    _num(r.best_std), _num(r.paper_mean), _num(r.paper_std), _num(r.diff), _num(r.gain),
+                    _num(r.gain_ratio), str(r.parameters), str(r.shared_parameters)]) for r in rows]
+  (folder / "table.csv").write_text("\n".join([header, *body]) + "\n")
+  (folder / "table.md").write_text(to_markdown(rows) + "\n")
+  for r in results:
+    seeds = [s.seed for s in r.seeds]
+    lines = ["client," + ",".join(f"seed_{s}" for s in seeds) + ",mean,std"]
+    for cid, values in r.per_client().items():
+      lines.append(",".join([cid, *(f"{v:.4f}" for v in values), f"{np.mean(values):.4f}",
+                             f"{np.std(values):.4f}"]))
+    name = row_label(r.config).replace(" emb=", "_emb_")
+    (folder / f"per_client_{name}.csv").write_text("\n".join(lines) + "\n")
