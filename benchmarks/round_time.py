@@ -8,7 +8,9 @@ For each algorithm, in a fresh subprocess:
   cores, so this is not a lower bound of a round; TFF's own cost shows best on a setting with
   little compute (`--setting=chem_tiny`), where the round time is almost all per-client overhead;
 * `eval s`: one evaluation of every client (val + test);
-* peak memory of the Python process and of the TFF worker process.
+* peak memory of the Python process and of the TFF worker process;
+* `driver cpu` / `worker cpu`: CPU seconds per round of the Python driver and of the worker (from
+  /proc): where a round's time goes between the driver (serialisation, clustering) and the worker.
 
   .venv/bin/python -m benchmarks.round_time --setting=chem --algorithms fedavg fedstar
 """
@@ -26,8 +28,28 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
+def _children_cpu_s() -> float:
+  """User+system CPU seconds used so far by this process's live children (the TFF workers)."""
+  total = 0.0
+  tick = os.sysconf("SC_CLK_TCK")
+  for task in os.listdir(f"/proc/{os.getpid()}/task"):
+    try:
+      with open(f"/proc/{os.getpid()}/task/{task}/children") as f:
+        pids = f.read().split()
+    except OSError:
+      continue
+    for pid in pids:
+      try:
+        with open(f"/proc/{pid}/stat") as f:
+          fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+      except OSError:
+        pass
+  return total
+
+
 def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: str | None,
-         workers: int = 1) -> dict:
+         workers: int = 1, accuracy_rounds: int = 0, skip_tf: bool = False) -> dict:
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from data_prep import cache  # pylint: disable=g-import-not-at-top
@@ -39,23 +61,33 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: st
   sim = driver.Simulation(prepared, driver.RunConfig(algorithm=algorithm, seed=1))
   build_s = time.perf_counter() - t
   server = gcfl.GCFLServer(sim, clustering.thresholds_for(setting)) if sim.config.algo.clustering else None
-  times = []
+  times, driver_cpu, worker_cpu = [], [], []
+  accuracy = None
   with runtime.execution_context(workers):
     for _ in range(rounds + 2):
-      t = time.perf_counter()
+      t, c, w = time.perf_counter(), time.process_time(), _children_cpu_s()
       reports = sim.step()
       if server is not None:
         server.after_step(sim, reports)
       times.append(time.perf_counter() - t)
+      driver_cpu.append(time.process_time() - c)
+      worker_cpu.append(_children_cpu_s() - w)
     t = time.perf_counter()
     sim.evaluate()
     eval_s = time.perf_counter() - t
+    if accuracy_rounds:
+      while sim.round < accuracy_rounds:
+        reports = sim.step()
+        if server is not None:
+          server.after_step(sim, reports)
+      evaluation = sim.evaluate()
+      accuracy = float(np.mean([m["test_accuracy"] for m in evaluation.values()]))
   worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
   # The same local training as plain TF (no TFF): inputs as tensors so the tf.function traces once.
   work = cw.ClientWork(lambda: sim.model_fn(0), sim.shared_parts, sim.training)
   shared = [tf.constant(w[0]) for w in sim.shared]
   tf_times = []
-  for _ in range(3):
+  for _ in range(0 if skip_tf else 3):
     t = time.perf_counter()
     for i, cid in enumerate(sim.client_ids):
       inputs = tf.nest.map_structure(tf.constant, sim.client_inputs(i))
@@ -63,16 +95,20 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: st
       tf.nest.map_structure(lambda x: x.numpy(), work.train(shared, state, inputs))
     tf_times.append(time.perf_counter() - t)
   return {"algorithm": algorithm, "clients": len(sim.client_ids), "workers": workers, "build_s": build_s,
-          "round_s": float(np.median(times[2:])), "tf_s": float(np.median(tf_times[1:])),
+          "round_s": float(np.median(times[2:])),
+          "tf_s": float(np.median(tf_times[1:])) if tf_times else float("nan"),
+          "driver_cpu_s": float(np.median(driver_cpu[2:])), "worker_cpu_s": float(np.median(worker_cpu[2:])),
+          "accuracy": accuracy, "accuracy_rounds": accuracy_rounds,
           "eval_s": eval_s, "python_peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
           "worker_peak_gib": worker_peak}
 
 
 def measure(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: str | None,
-            workers: int = 1) -> dict:
+            workers: int = 1, accuracy_rounds: int = 0, skip_tf: bool = False) -> dict:
   """`_one` in a fresh subprocess (clean peak-memory figures, no state shared between measurements)."""
   cmd = [sys.executable, "-m", "benchmarks.round_time", "--one", algorithm, "--setting", setting,
-         "--rounds", str(rounds), "--data_dir", data_dir, "--workers", str(workers)]
+         "--rounds", str(rounds), "--data_dir", data_dir, "--workers", str(workers),
+         "--accuracy_rounds", str(accuracy_rounds)] + (["--skip_tf"] if skip_tf else [])
   if cache_dir:
     cmd += ["--cache_dir", cache_dir]
   out = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -91,19 +127,23 @@ def main() -> None:
   parser.add_argument("--cache_dir", default=None)
   parser.add_argument("--one", help=argparse.SUPPRESS)
   parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+  parser.add_argument("--accuracy_rounds", type=int, default=0, help=argparse.SUPPRESS)
+  parser.add_argument("--skip_tf", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.one:
-    print(json.dumps(_one(args.one, args.setting, args.rounds, args.data_dir, args.cache_dir, args.workers)))
+    print(json.dumps(_one(args.one, args.setting, args.rounds, args.data_dir, args.cache_dir, args.workers,
+                          args.accuracy_rounds, args.skip_tf)))
     return
   print(common.machine())
   print(f"setting {args.setting}, median of {args.rounds} warm rounds")
   print(f"{'algorithm':16s} {'clients':>7s} {'round s':>8s} {'seq tf s':>8s} {'eval s':>7s} "
-        f"{'build s':>8s} {'py GiB':>7s} {'worker GiB':>10s}")
+        f"{'build s':>8s} {'py GiB':>7s} {'worker GiB':>10s} {'driver cpu':>10s} {'worker cpu':>10s}")
   for algorithm in args.algorithms:
     r = measure(algorithm, args.setting, args.rounds, args.data_dir, args.cache_dir)
     print(f"{r['algorithm']:16s} {r['clients']:7d} {r['round_s']:8.2f} {r['tf_s']:8.2f} "
           f"{r['eval_s']:7.2f} {r['build_s']:8.1f} "
-          f"{r['python_peak_gib']:7.2f} {r['worker_peak_gib']:10.2f}", flush=True)
+          f"{r['python_peak_gib']:7.2f} {r['worker_peak_gib']:10.2f} {r['driver_cpu_s']:10.2f} "
+          f"{r['worker_cpu_s']:10.2f}", flush=True)
 
 
 if __name__ == "__main__":
