@@ -43,8 +43,8 @@ def main(argv: list[str]) -> int:
     root = common.path(_OUTPUT_DIR.value or f"runs/compare-{configs[0].setting.replace(':', '_')}")
     common.workers()
     if not common.overwrite():
-      for c in configs:
-        experiment.check_run_folder(root / c.algorithm, c)
+      for c in configs:  # A rerun resumes unfinished algorithms and reuses finished ones.
+        experiment.check_run_folder(root / c.algorithm, c, allow_finished=True)
   except (common.UsageError, experiment.RunFolderError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
     with common.execution_context(str(root)):
       for c in configs:
         results.append(experiment.run_experiment(c, prepared, root / c.algorithm, overwrite=common.overwrite(),
-                                                 progress=common.progress_line))
+                                                 allow_finished=True, progress=common.progress_line))
   except runtime.WorkerError as e:
     common.end_progress()
     print(f"error: {e}", file=sys.stderr)

@@ -104,10 +104,12 @@ class ExperimentConfig:
     return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
 
 
-def check_run_folder(path: pathlib.Path, config: ExperimentConfig, *, overwrite: bool = False) -> None:
+def check_run_folder(path: pathlib.Path, config: ExperimentConfig, *, overwrite: bool = False,
+                     allow_finished: bool = False) -> None:
   """Raises RunFolderError if `path` holds another run's results, or a finished run (unless overwrite).
 
-  With overwrite, an existing run folder is emptied. Otherwise a matching unfinished run is resumed.
+  With overwrite, an existing run folder is emptied. Otherwise a matching unfinished run is resumed,
+  and with `allow_finished` a matching finished run is accepted (its results are loaded, not rerun).
   """
   saved = path / "config.json"
   if overwrite and path.exists():
@@ -121,7 +123,7 @@ def check_run_folder(path: pathlib.Path, config: ExperimentConfig, *, overwrite:
   if json.loads(saved.read_text()) != json.loads(config.to_json()):
     raise RunFolderError(f"{path} holds a run with another configuration ({saved}); choose another "
                          "output folder, or pass overwrite to replace it")
-  if (path / "DONE").exists():
+  if (path / "DONE").exists() and not allow_finished:
     raise RunFolderError(f"{path} holds a finished run; pass overwrite to run it again")
 
 
@@ -312,11 +314,11 @@ def write_plots(folder: pathlib.Path, result: ExperimentResult) -> None:
 
 
 def run_experiment(config: ExperimentConfig, prepared: cache.PreparedSetting, folder: str | os.PathLike[str], *,
-                   overwrite: bool = False,
+                   overwrite: bool = False, allow_finished: bool = False,
                    progress: Callable[[dict[str, Any]], None] | None = None) -> ExperimentResult:
-  """Runs every seed (resuming unfinished ones), then writes tables, plots and DONE."""
+  """Runs every seed (resuming unfinished ones, loading finished ones), then writes tables, plots, DONE."""
   folder = pathlib.Path(folder)
-  check_run_folder(folder, config, overwrite=overwrite)
+  check_run_folder(folder, config, overwrite=overwrite, allow_finished=allow_finished)
   folder.mkdir(parents=True, exist_ok=True)
   (folder / "config.json").write_text(config.to_json())
   result = ExperimentResult(config, [run_seed(prepared, config, s, folder / f"seed_{s}", progress=progress)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -90,3 +91,19 @@ def test_output_folder_of_another_run_is_refused(data_dir, cache_dir, tmp_path):
                         text=True, timeout=300)
   assert proc.returncode == 2 and "holds a run with another configuration" in proc.stderr
   assert sorted(p.name for p in out.iterdir()) == ["config.json"]
+
+
+def test_compare_rerun_reuses_finished_algorithms(data_dir, cache_dir, tmp_path):
+  out = tmp_path / "cmp"
+  cmd = [sys.executable, "-m", "programs.compare", "--algorithms=local,fedavg", "--setting=MUTAG:2",
+         "--rounds=2", "--seeds=1", f"--data_dir={data_dir}", f"--cache_dir={cache_dir}", f"--output_dir={out}"]
+  first = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+  assert first.returncode == 0, first.stderr[-2000:]
+  # As if the comparison had been killed while running fedavg: local finished, fedavg not.
+  shutil.rmtree(out / "fedavg")
+  stamp = (out / "local" / "seed_1" / "final.json").stat().st_mtime_ns
+  again = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert (out / "local" / "seed_1" / "final.json").stat().st_mtime_ns == stamp  # Loaded, not rerun.
+  assert again.stdout == first.stdout  # Same table (fedavg rerun from scratch with the same seed).
+  assert (out / "fedavg" / "DONE").exists()
