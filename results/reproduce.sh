@@ -1,0 +1,85 @@
+#!/bin/bash
+# Regenerates the result tables under results/ from scratch (long: about 20 hours on a 2-core machine).
+#
+#   bash results/reproduce.sh [piece ...]      pieces: chem biochem molecules ablations (default: all)
+#
+# Resumable: run it again after an interruption (end of a session, kill -9) and finished runs are
+# reused, unfinished ones continue from their last checkpoint (programs.compare / programs.train resume).
+# Each seed is its own comparison folder, so pieces can also run on different machines; the tables
+# are rebuilt after every finished seed from whatever has finished so far (programs.tables).
+#
+# Environment: PY (default .venv/bin/python), RUNS (run folders, default runs/results),
+# TFF_GRAPH_DATA (TU zips, default ../shared/data/TUDataset), WORKERS (passed as --workers if set).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+RUNS=${RUNS:-runs/results}
+DATA=${TFF_GRAPH_DATA:-../shared/data/TUDataset}
+EXTRA=()
+[ -n "${WORKERS:-}" ] && EXTRA+=("--workers=$WORKERS")
+COMMON=(--rounds=200 "--data_dir=$DATA" "${EXTRA[@]}")
+FEDSTAR_SEEDS=(1 2 3 4 5)
+GCFL_SEEDS=(10 42 79 111 123)
+
+# programs.tables over the folders given that exist.
+table() {  # table <paper> <output> <folder>...
+  local paper=$1 out=$2; shift 2
+  local have=()
+  for f in "$@"; do
+    if [ -e "$f/config.json" ] || ls "$f"/*/config.json >/dev/null 2>&1; then have+=("$f"); fi
+  done
+  [ ${#have[@]} -gt 0 ] || return 0
+  local IFS=,
+  $PY -m programs.tables --paper="$paper" --runs="${have[*]}" --output_dir="$out" "--data_dir=$DATA" \
+    > /dev/null || echo "note: no table for $out yet" >&2
+}
+
+fedstar_table() {  # fedstar_table <setting>: FedStar's Table 1, seeds 1-5, final-round accuracy
+  local setting=$1
+  for s in "${FEDSTAR_SEEDS[@]}"; do
+    $PY -m programs.compare --algorithms=local,fedavg,fedprox,fedper,fedsage,gcfl,fedstar \
+      --setting="$setting" --seeds="$s" --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/$setting/seed$s"
+    table fedstar "results/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do echo "$RUNS/$setting/seed$t"; done)
+  done
+}
+
+molecules() {  # GCFL's molecules setting: Self-train, FedAvg, FedProx, GCFL, GCFL+, GCFL+dWs, seeds of GCFL
+  for s in "${GCFL_SEEDS[@]}"; do
+    $PY -m programs.compare --algorithms=local,fedavg,fedprox --setting=molecules --seeds="$s" \
+      --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/molecules/seed$s/baselines"
+    # The GCFL family is evaluated every round: its best-snapshot accuracy (the reference's number)
+    # caches the accuracies of the round before each split, as the reference does.
+    $PY -m programs.compare --algorithms=gcfl,gcfl_plus,gcfl_plus_dws --setting=molecules --seeds="$s" \
+      --eval_every=1 "${COMMON[@]}" --output_dir="$RUNS/molecules/seed$s/gcfl"
+    table gcfl results/molecules $(for t in "${GCFL_SEEDS[@]}"; do echo "$RUNS/molecules/seed$t/baselines $RUNS/molecules/seed$t/gcfl"; done)
+  done
+}
+
+ablations() {  # FedStar on BIO-CHEM: what is shared, and which structure embedding (seeds 1-5)
+  for s in "${FEDSTAR_SEEDS[@]}"; do
+    $PY -m programs.compare --algorithms=fedstar_share_none,fedstar_share_feature,fedstar_share_all \
+      --setting=biochem --seeds="$s" --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/biochem-ablations/seed$s/sharing"
+    for emb in rw dg ones; do
+      out="$RUNS/biochem-ablations/seed$s/emb_$emb"
+      if [ ! -e "$out/DONE" ]; then
+        $PY -m programs.train --algorithm=fedstar --embedding_type="$emb" --setting=biochem --seeds="$s" \
+          --eval_every=10 "${COMMON[@]}" --output_dir="$out"
+      fi
+    done
+    # With the biochem table's local (for gains) and fedstar (structure shared, rw_dg) runs.
+    table fedstar results/biochem-ablations $(for t in "${FEDSTAR_SEEDS[@]}"; do
+      echo "$RUNS/biochem/seed$t/local $RUNS/biochem/seed$t/fedstar $RUNS/biochem-ablations/seed$t/sharing"
+      for emb in rw dg ones; do echo "$RUNS/biochem-ablations/seed$t/emb_$emb"; done; done)
+  done
+}
+
+pieces=("$@")
+[ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules ablations)
+for piece in "${pieces[@]}"; do
+  case $piece in
+    chem|biochem) fedstar_table "$piece" ;;
+    molecules) molecules ;;
+    ablations) ablations ;;
+    *) echo "error: unknown piece '$piece' (chem, biochem, molecules, ablations)" >&2; exit 2 ;;
+  esac
+done
