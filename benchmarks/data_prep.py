@@ -2,6 +2,9 @@
 memory. Each dataset runs in a fresh subprocess so its peak memory is its own.
 
   .venv/bin/python -m benchmarks.data_prep --data_dir=../shared/data/TUDataset [NAME ...]
+
+Per setting (`--settings chem biochem ...`): the one-off `cache.prepare_setting` a run starts with, from
+the raw zips into an empty cache (parse, embed, split, write every client's TFRecords), and its peak.
 """
 
 from __future__ import annotations
@@ -38,18 +41,45 @@ def _one(name: str, data_dir: str) -> dict:
           "tfrecord_mib": size / 2**20, "peak_gib": common.peak_rss_gib()}
 
 
+def _setting(setting: str, data_dir: str) -> dict:
+  from benchmarks import common  # pylint: disable=g-import-not-at-top
+  from data_prep import cache  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory() as tmp:
+    t = time.perf_counter()
+    prepared = cache.prepare_setting(setting, data_dir=data_dir, cache_dir=tmp)
+    seconds = time.perf_counter() - t
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(tmp) for f in fs)
+  return {"setting": setting, "clients": len(prepared.clients),
+          "graphs": sum(sum(c.sizes.values()) for c in prepared.clients), "seconds": seconds,
+          "cache_mib": size / 2**20, "peak_gib": common.peak_rss_gib()}
+
+
 def main() -> None:
   from benchmarks import common  # pylint: disable=g-import-not-at-top
   from data_prep import partition  # pylint: disable=g-import-not-at-top
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument("--data_dir", default=os.environ.get("TFF_GRAPH_DATA", "../shared/data/TUDataset"))
   parser.add_argument("--one", help=argparse.SUPPRESS)
+  parser.add_argument("--one_setting", help=argparse.SUPPRESS)
+  parser.add_argument("--settings", nargs="+", help="Measure whole settings instead of datasets.")
   parser.add_argument("names", nargs="*", default=list(partition.ALL_DATASETS))
   args = parser.parse_args()
   if args.one:
     print(json.dumps(_one(args.one, args.data_dir)))
     return
+  if args.one_setting:
+    print(json.dumps(_setting(args.one_setting, args.data_dir)))
+    return
   print(common.machine())
+  if args.settings:
+    print(f"{'setting':12s} {'clients':>7s} {'graphs':>7s} {'seconds':>8s} {'cache MiB':>9s} {'peak GiB':>8s}")
+    for setting in args.settings:
+      out = subprocess.run([sys.executable, "-m", "benchmarks.data_prep", "--data_dir", args.data_dir,
+                            "--one_setting", setting], capture_output=True, text=True, check=True)
+      r = json.loads(out.stdout.strip().splitlines()[-1])
+      print(f"{r['setting']:12s} {r['clients']:7d} {r['graphs']:7d} {r['seconds']:8.1f} {r['cache_mib']:9.1f} "
+            f"{r['peak_gib']:8.2f}", flush=True)
+    return
   print(f"{'dataset':12s} {'graphs':>6s} {'parse s':>8s} {'embed s':>8s} {'write s':>8s} "
         f"{'MiB':>7s} {'peak GiB':>8s}")
   for name in args.names:
