@@ -180,24 +180,33 @@ def parse_batch(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, padded_f
       label=p[f"context/{LABEL}"][:, 0]))
 
 
-def read_batches(path: str | tf.Tensor, *, batch_size: int, feature_dim: tf.Tensor | int,
-                 padded_feature_dim: int, n_rw: int, n_dg: int,
-                 shuffle_seed: tf.Tensor | int | None = None,
-                 shuffle_buffer: int = 10_000) -> tf.data.Dataset:
-  """Batches of merged GraphTensors from one TFRecord file, parsed with `parse_batch`.
+def read_serialized_batches(path: str | tf.Tensor, *, batch_size: int,
+                            shuffle_seed: tf.Tensor | int | None = None,
+                            shuffle_buffer: int = 10_000) -> tf.data.Dataset:
+  """Batches of serialized graphs (string vectors) from one TFRecord file; parse with `parse_batch`.
 
   Built to be cheap to create, because a client creates its pipelines anew in every call (every
-  round): tf.data's graph rewrites and autotuning run each time an iterator is created (tens of ms
-  per pipeline, more than reading a client's few batches), so they are switched off; the pipeline is
-  small and the client's model, not its input, is the cost.
+  round). Creating an iterator makes tf.data rewrite the pipeline's graph, autotune it, and
+  instantiate (and Grappler-optimise) every user function in it, such as a parsing `map`: tens of ms
+  per pipeline, more than reading a client's few batches. So the pipeline has no user function (the
+  caller parses each batch in its own loop body, see `read_batches`) and no rewrites or autotuning.
   """
   ds = tf.data.TFRecordDataset(path, compression_type="GZIP")
   if shuffle_seed is not None:
     ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed)
-  ds = ds.batch(batch_size).map(lambda s: parse_batch(
-      s, feature_dim=feature_dim, padded_feature_dim=padded_feature_dim, n_rw=n_rw, n_dg=n_dg))
   options = tf.data.Options()
   options.experimental_optimization.apply_default_optimizations = False
   options.autotune.enabled = False
   options.experimental_optimization.inject_prefetch = False
-  return ds.with_options(options)
+  return ds.batch(batch_size).with_options(options)
+
+
+def read_batches(path: str | tf.Tensor, *, batch_size: int, feature_dim: tf.Tensor | int,
+                 padded_feature_dim: int, n_rw: int, n_dg: int,
+                 shuffle_seed: tf.Tensor | int | None = None,
+                 shuffle_buffer: int = 10_000) -> tf.data.Dataset:
+  """Batches of merged GraphTensors from one TFRecord file, parsed with `parse_batch` in a `map`
+  (convenient outside per-round code; clients use `read_serialized_batches` + `parse_batch`)."""
+  return read_serialized_batches(path, batch_size=batch_size, shuffle_seed=shuffle_seed,
+                                 shuffle_buffer=shuffle_buffer).map(lambda s: parse_batch(
+      s, feature_dim=feature_dim, padded_feature_dim=padded_feature_dim, n_rw=n_rw, n_dg=n_dg))

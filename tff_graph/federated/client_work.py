@@ -156,11 +156,14 @@ class ClientWork:
         adam_m=[tf.identity(v) for v in self.m], adam_v=[tf.identity(v) for v in self.v],
         adam_step=tf.identity(self.step), rng=tf.identity(self.model.rng_state()))
 
-  def _batches(self, path, inputs, shuffle_seed=None) -> tf.data.Dataset:
-    return gt.read_batches(
-        path, batch_size=self.config.batch_size, feature_dim=inputs["feature_dim"],
-        padded_feature_dim=self.spec.feature_dim, n_rw=self.spec.n_rw, n_dg=self.spec.n_dg,
-        shuffle_seed=shuffle_seed, shuffle_buffer=self.config.shuffle_buffer)
+  def _batches(self, path, shuffle_seed=None) -> tf.data.Dataset:
+    """Serialized batches; `_parse` each inside the loop body (no per-call function instantiation)."""
+    return gt.read_serialized_batches(path, batch_size=self.config.batch_size, shuffle_seed=shuffle_seed,
+                                      shuffle_buffer=self.config.shuffle_buffer)
+
+  def _parse(self, serialized, inputs):
+    return gt.parse_batch(serialized, feature_dim=inputs["feature_dim"], padded_feature_dim=self.spec.feature_dim,
+                          n_rw=self.spec.n_rw, n_dg=self.spec.n_dg)
 
   # ----- training ------------------------------------------------------------------------------
 
@@ -195,12 +198,13 @@ class ClientWork:
     correct = tf.constant(0.0)
     count = tf.constant(0.0)
     grad_norm = tf.constant(0.0)
-    data = self._batches(inputs["train"], inputs, shuffle_seed=inputs["shuffle_seed"])
+    data = self._batches(inputs["train"], shuffle_seed=inputs["shuffle_seed"])
     for _ in tf.range(self.config.local_epochs):
       loss_sum = tf.constant(0.0)
       correct = tf.constant(0.0)
       count = tf.constant(0.0)
-      for graph in data:
+      for serialized in data:
+        graph = self._parse(serialized, inputs)
         labels = graph.context[gt.LABEL]
         with tf.GradientTape() as tape:
           logits = masked_logits(self.model(graph, training=True), inputs["num_classes"])
@@ -233,7 +237,8 @@ class ClientWork:
     loss_sum = tf.constant(0.0)
     correct = tf.constant(0.0)
     count = tf.constant(0.0)
-    for graph in self._batches(path, inputs):
+    for serialized in self._batches(path):
+      graph = self._parse(serialized, inputs)
       labels = graph.context[gt.LABEL]
       logits = masked_logits(self.model(graph, training=False), inputs["num_classes"])
       n = tf.cast(tf.size(labels), tf.float32)
