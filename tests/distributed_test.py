@@ -23,9 +23,19 @@ from tff_graph.federated import driver
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _workers() -> set[str]:
-  return set(subprocess.run(["pgrep", "-f", "tensorflow_federated/data/worker_binary"],
+def _child_workers() -> set[str]:
+  """worker_binary processes started by this test process (other jobs' workers do not count)."""
+  return set(subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "worker_binary"],
                             capture_output=True, text=True).stdout.split())
+
+
+def _port_workers(ports) -> set[str]:
+  """worker_binary processes listening on these ports (started by a launcher under test)."""
+  found = set()
+  for port in ports:
+    found |= set(subprocess.run(["pgrep", "-f", f"worker_binary --port={port} "], capture_output=True,
+                                text=True).stdout.split())
+  return found
 
 
 def _worker_pid(port: int) -> int:
@@ -51,7 +61,6 @@ def _simulate(prepared, algorithm, workers):
 
 @pytest.mark.parametrize("algorithm", ["fedstar", "gcfl", "local"])
 def test_two_workers_give_the_single_process_results(mutag3, algorithm):
-  before = _workers()
   one_sim, one, one_extra = _simulate(mutag3, algorithm, 1)
   two_sim, two, two_extra = _simulate(mutag3, algorithm, 2)
   # 3 clients over 2 workers: uneven blocks, outputs come back regrouped and are matched by client.
@@ -69,7 +78,7 @@ def test_two_workers_give_the_single_process_results(mutag3, algorithm):
   # Clients are not interchangeable: matching by position only would have mixed their states up.
   states = [tf.nest.flatten(two_sim.client_states[c])[-1] for c in two_sim.client_ids]
   assert not np.array_equal(states[0], states[1])
-  assert _workers() <= before, "a worker outlived its context"
+  assert not _child_workers(), "a worker outlived its context"
 
 
 def test_bad_worker_specs():
@@ -112,7 +121,6 @@ def _train(data_dir, cache_dir, output, workers, **kwargs):
 
 
 def test_lost_worker_stops_the_run_with_a_clear_error_and_the_run_resumes(data_dir, cache_dir, tmp_path):
-  before = _workers()
   reference = _train(data_dir, cache_dir, tmp_path / "single", None)
   out, err = reference.communicate(timeout=600)
   assert reference.returncode == 0, err[-2000:]
@@ -140,7 +148,9 @@ def test_lost_worker_stops_the_run_with_a_clear_error_and_the_run_resumes(data_d
     assert f"worker on port {ports[1]} exited" in launcher.stderr.read()
   finally:
     os.killpg(launcher.pid, signal.SIGKILL) if launcher.poll() is None else None
-  assert _workers() <= before
+  time.sleep(1)
+  assert not _port_workers(ports), "a worker outlived its launcher"
+  first_ports = ports
 
   # Workers back (on other ports): the same command resumes from the checkpoint and finishes.
   ports = [portpicker.pick_unused_port(), portpicker.pick_unused_port()]
@@ -161,4 +171,5 @@ def test_lost_worker_stops_the_run_with_a_clear_error_and_the_run_resumes(data_d
   rounds = [line.split(",")[0] for line in
             (tmp_path / "run" / "seed_1" / "eval_metrics.csv").read_text().splitlines()[1:]]
   assert rounds == [str(r) for r in range(1, 9)]
-  assert _workers() <= before, "a worker outlived the launcher"
+  time.sleep(1)
+  assert not _port_workers(ports + first_ports), "a worker outlived the launcher"

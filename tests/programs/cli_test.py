@@ -31,6 +31,21 @@ def _workers() -> set[str]:
                             capture_output=True, text=True).stdout.split())
 
 
+def _orphan_workers() -> set[str]:
+  """worker_binary processes whose parent is gone (re-parented to init): a run that leaked its worker.
+  Workers of other live jobs on the machine have their parent and do not count."""
+  orphans = set()
+  for pid in _workers():
+    try:
+      with open(f"/proc/{pid}/stat") as f:
+        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+      continue
+    if ppid == 1:
+      orphans.add(pid)
+  return orphans
+
+
 def test_killed_run_resumes_to_the_same_final_metrics(data_dir, cache_dir, tmp_path):
   before = _workers()
   reference = subprocess.run(_cmd(data_dir, cache_dir, tmp_path / "a"), cwd=REPO, env=_env(),
@@ -45,11 +60,14 @@ def test_killed_run_resumes_to_the_same_final_metrics(data_dir, cache_dir, tmp_p
   while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
     time.sleep(0.1)
   assert checkpoint.exists() and run.poll() is None, "run ended before it could be killed"
+  its_workers = set(subprocess.run(["pgrep", "-P", str(run.pid), "-f", "worker_binary"], capture_output=True,
+                                   text=True).stdout.split())
+  assert len(its_workers) == 1
   os.killpg(run.pid, signal.SIGKILL)
   run.wait(30)
   assert not (tmp_path / "b" / "seed_1" / "final.json").exists()
   time.sleep(1)
-  assert _workers() <= before, "the killed run's TFF worker survived it"
+  assert not its_workers & _workers(), "the killed run's TFF worker survived it"
   resumed = subprocess.run(_cmd(data_dir, cache_dir, tmp_path / "b"), cwd=REPO, env=_env(),
                            capture_output=True, text=True, timeout=600)
   assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -64,7 +82,8 @@ def test_killed_run_resumes_to_the_same_final_metrics(data_dir, cache_dir, tmp_p
   again = subprocess.run(_cmd(data_dir, cache_dir, tmp_path / "b"), cwd=REPO, env=_env(),
                          capture_output=True, text=True, timeout=600)
   assert again.returncode == 2 and "holds a finished run" in again.stderr
-  assert _workers() <= before
+  time.sleep(1)
+  assert not _orphan_workers() - before
 
 
 @pytest.mark.parametrize("flag, code, message", [
