@@ -54,6 +54,13 @@ def _setting(setting: str, data_dir: str) -> dict:
           "cache_mib": size / 2**20, "peak_gib": common.peak_rss_gib()}
 
 
+def _in_subprocess(data_dir: str, *flags: str) -> dict:
+  """One measurement in a fresh process (its peak memory is its own); returns its JSON line."""
+  out = subprocess.run([sys.executable, "-m", "benchmarks.data_prep", "--data_dir", data_dir, *flags],
+                       capture_output=True, text=True, check=True)
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
   from benchmarks import common  # pylint: disable=g-import-not-at-top
   from data_prep import partition  # pylint: disable=g-import-not-at-top
@@ -74,18 +81,14 @@ def main() -> None:
   if args.settings:
     print(f"{'setting':12s} {'clients':>7s} {'graphs':>7s} {'seconds':>8s} {'cache MiB':>9s} {'peak GiB':>8s}")
     for setting in args.settings:
-      out = subprocess.run([sys.executable, "-m", "benchmarks.data_prep", "--data_dir", args.data_dir,
-                            "--one_setting", setting], capture_output=True, text=True, check=True)
-      r = json.loads(out.stdout.strip().splitlines()[-1])
+      r = _in_subprocess(args.data_dir, "--one_setting", setting)
       print(f"{r['setting']:12s} {r['clients']:7d} {r['graphs']:7d} {r['seconds']:8.1f} {r['cache_mib']:9.1f} "
             f"{r['peak_gib']:8.2f}", flush=True)
     return
   print(f"{'dataset':12s} {'graphs':>6s} {'parse s':>8s} {'embed s':>8s} {'write s':>8s} "
         f"{'MiB':>7s} {'peak GiB':>8s}")
   for name in args.names:
-    out = subprocess.run([sys.executable, "-m", "benchmarks.data_prep", "--data_dir", args.data_dir,
-                          "--one", name], capture_output=True, text=True, check=True)
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = _in_subprocess(args.data_dir, "--one", name)
     print(f"{r['dataset']:12s} {r['graphs']:6d} {r['parse_s']:8.2f} {r['embed_s']:8.2f} "
           f"{r['write_s']:8.2f} {r['tfrecord_mib']:7.1f} {r['peak_gib']:8.2f}", flush=True)
 
