@@ -1,12 +1,16 @@
 #!/bin/bash
-# Regenerates the result tables under results/ from scratch (long: about 20 hours on a 2-core machine).
+# Regenerates the result tables under results/ from scratch (long: about 30 hours on a 2-core machine).
 #
-#   bash results/reproduce.sh [piece ...]      pieces: chem biochem molecules ablations (default: all)
+#   bash results/reproduce.sh [piece ...]      pieces: chem biochem molecules gcfl-biochem ablations (default: all)
 #
 # Resumable: run it again after an interruption (end of a session, kill -9) and finished runs are
 # reused, unfinished ones continue from their last checkpoint (programs.compare / programs.train resume).
 # Each seed is its own comparison folder, so pieces can also run on different machines; the tables
 # are rebuilt after every finished seed from whatever has finished so far (programs.tables).
+#
+# Pieces: chem, biochem = FedStar's Table 1 (seeds 1-5); molecules, gcfl-biochem = GCFL's table (its
+# seeds; same BIO-CHEM data as FedStar's, GIN model, GCFL's eps for biochem); ablations = FedStar's
+# sharing-scope and embedding ablations on BIO-CHEM.
 #
 # Environment: PY (default .venv/bin/python), RUNS (run folders, default runs/results),
 # TFF_GRAPH_DATA (TU zips, default ../shared/data/TUDataset), WORKERS (passed as --workers if set).
@@ -43,15 +47,16 @@ fedstar_table() {  # fedstar_table <setting>: FedStar's Table 1, seeds 1-5, fina
   done
 }
 
-molecules() {  # GCFL's molecules setting: Self-train, FedAvg, FedProx, GCFL, GCFL+, GCFL+dWs, seeds of GCFL
+gcfl_table() {  # gcfl_table <setting> <name>: GCFL's Self-train, FedAvg, FedProx, GCFL, GCFL+, GCFL+dWs
+  local setting=$1 name=$2
   for s in "${GCFL_SEEDS[@]}"; do
-    $PY -m programs.compare --algorithms=local,fedavg,fedprox --setting=molecules --seeds="$s" \
-      --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/molecules/seed$s/baselines"
+    $PY -m programs.compare --algorithms=local,fedavg,fedprox --setting="$setting" --seeds="$s" \
+      --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/$name/seed$s/baselines"
     # The GCFL family is evaluated every round: its best-snapshot accuracy (the reference's number)
     # caches the accuracies of the round before each split, as the reference does.
-    $PY -m programs.compare --algorithms=gcfl,gcfl_plus,gcfl_plus_dws --setting=molecules --seeds="$s" \
-      --eval_every=1 "${COMMON[@]}" --output_dir="$RUNS/molecules/seed$s/gcfl"
-    table gcfl results/molecules $(for t in "${GCFL_SEEDS[@]}"; do echo "$RUNS/molecules/seed$t/baselines $RUNS/molecules/seed$t/gcfl"; done)
+    $PY -m programs.compare --algorithms=gcfl,gcfl_plus,gcfl_plus_dws --setting="$setting" --seeds="$s" \
+      --eval_every=1 "${COMMON[@]}" --output_dir="$RUNS/$name/seed$s/gcfl"
+    table gcfl "results/$name" $(for t in "${GCFL_SEEDS[@]}"; do echo "$RUNS/$name/seed$t/baselines $RUNS/$name/seed$t/gcfl"; done)
   done
 }
 
@@ -74,12 +79,13 @@ ablations() {  # FedStar on BIO-CHEM: what is shared, and which structure embedd
 }
 
 pieces=("$@")
-[ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules ablations)
+[ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules gcfl-biochem ablations)
 for piece in "${pieces[@]}"; do
   case $piece in
     chem|biochem) fedstar_table "$piece" ;;
-    molecules) molecules ;;
+    molecules) gcfl_table molecules molecules ;;
+    gcfl-biochem) gcfl_table biochem gcfl-biochem ;;
     ablations) ablations ;;
-    *) echo "error: unknown piece '$piece' (chem, biochem, molecules, ablations)" >&2; exit 2 ;;
+    *) echo "error: unknown piece '$piece' (chem, biochem, molecules, gcfl-biochem, ablations)" >&2; exit 2 ;;
   esac
 done
