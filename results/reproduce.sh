@@ -1,7 +1,7 @@
 #!/bin/bash
 # Regenerates the result tables under results/ from scratch (long: about 30 hours on a 2-core machine).
 #
-#   bash results/reproduce.sh [piece ...]      pieces: chem biochem molecules gcfl-biochem ablations (default: all)
+#   bash results/reproduce.sh [piece ...]      pieces: chem biochem molecules gcfl-biochem scaling ablations (default: all)
 #
 # Resumable: run it again after an interruption (end of a session, kill -9) and finished runs are
 # reused, unfinished ones continue from their last checkpoint (programs.compare / programs.train resume).
@@ -10,7 +10,8 @@
 #
 # Pieces: chem, biochem = FedStar's Table 1 (seeds 1-5); molecules, gcfl-biochem = GCFL's table (its
 # seeds; same BIO-CHEM data as FedStar's, GIN model, GCFL's eps for biochem); ablations = FedStar's
-# sharing-scope and embedding ablations on BIO-CHEM.
+# sharing-scope and embedding ablations on BIO-CHEM; scaling = FedAvg, GCFL, FedStar on CHEM split
+# into k = 1, 2, 4, 8, 12 shards per dataset (7 ... 84 clients), seed 1.
 #
 # Environment: PY (default .venv/bin/python), RUNS (run folders, default runs/results),
 # TFF_GRAPH_DATA (TU zips, default ../shared/data/TUDataset), WORKERS (passed as --workers if set).
@@ -34,7 +35,7 @@ table() {  # table <paper> <output> <folder>...
   done
   [ ${#have[@]} -gt 0 ] || return 0
   local IFS=,
-  $PY -m programs.tables --paper="$paper" --runs="${have[*]}" --output_dir="$out" "--data_dir=$DATA" \
+  $PY -m programs.tables ${paper:+--paper="$paper"} --runs="${have[*]}" --output_dir="$out" "--data_dir=$DATA" \
     > /dev/null || echo "note: no table for $out yet" >&2
 }
 
@@ -60,6 +61,16 @@ gcfl_table() {  # gcfl_table <setting> <name>: GCFL's Self-train, FedAvg, FedPro
   done
 }
 
+scaling() {  # Accuracy as CHEM is split over more clients (k shards per dataset: 7 ... 84 clients), seed 1
+  # k = 1: the CHEM table's seed-1 runs of the three algorithms.
+  table "" results/scaling/chem@1 "$RUNS/chem/seed1/fedavg" "$RUNS/chem/seed1/gcfl" "$RUNS/chem/seed1/fedstar"
+  for k in 2 4 8 12; do
+    $PY -m programs.compare --algorithms=fedavg,gcfl,fedstar --setting="chem@$k" --seeds=1 \
+      --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/scaling/chem@$k"
+    table "" "results/scaling/chem@$k" "$RUNS/scaling/chem@$k"
+  done
+}
+
 ablations() {  # FedStar on BIO-CHEM: what is shared, and which structure embedding (seeds 1-5)
   for s in "${FEDSTAR_SEEDS[@]}"; do
     $PY -m programs.compare --algorithms=fedstar_share_none,fedstar_share_feature,fedstar_share_all \
@@ -79,13 +90,14 @@ ablations() {  # FedStar on BIO-CHEM: what is shared, and which structure embedd
 }
 
 pieces=("$@")
-[ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules gcfl-biochem ablations)
+[ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules gcfl-biochem scaling ablations)
 for piece in "${pieces[@]}"; do
   case $piece in
     chem|biochem) fedstar_table "$piece" ;;
     molecules) gcfl_table molecules molecules ;;
     gcfl-biochem) gcfl_table biochem gcfl-biochem ;;
+    scaling) scaling ;;
     ablations) ablations ;;
-    *) echo "error: unknown piece '$piece' (chem, biochem, molecules, gcfl-biochem, ablations)" >&2; exit 2 ;;
+    *) echo "error: unknown piece '$piece' (chem, biochem, molecules, gcfl-biochem, scaling, ablations)" >&2; exit 2 ;;
   esac
 done
