@@ -28,23 +28,9 @@ STAGES = {
 
 
 def _trivial_call() -> None:
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_graph import runtime  # pylint: disable=g-import-not-at-top
+  from benchmarks import scaling  # pylint: disable=g-import-not-at-top
   from tff_graph.federated import driver  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-
-  @tff.tensorflow.computation(np.float32)
-  def inc(x):
-    return x + 1.0
-
-  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
-  def federated_inc(xs):
-    return tff.federated_map(inc, xs)
-
-  with runtime.execution_context(1):
-    result = federated_inc([1.0] * 7)
-  if [float(r) for r in result] != [2.0] * 7:
-    raise RuntimeError(f"the trivial TFF call returned {result}")
+  scaling.trivial_map_seconds(7, repeats=1)  # starts a worker, runs a federated_map on it, stops it
 
 
 def _stage(code: str) -> dict:
