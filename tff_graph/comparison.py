@@ -37,15 +37,21 @@ def _parameter_counts(algorithm: str, prepared: cache.PreparedSetting) -> tuple[
 
 
 def comparison_table(results: Sequence[ExperimentResult], prepared: cache.PreparedSetting) -> list[Row]:
-  """One row per result; gains against the `local` result when present."""
+  """One row per result; gains against the `local` result when present.
+
+  A gain compares like with like: over the seeds that the row and `local` both have (a table may
+  hold an ablation run for one seed beside a five-seed `local`); None when they share no seed.
+  """
   local = next((r for r in results if r.config.algorithm == "local"), None)
-  local_means = ({cid: np.mean(v) for cid, v in local.per_client().items()} if local else None)
+  local_by_seed = {s.seed: s.final for s in local.seeds} if local else {}
   rows = []
   for r in results:
     mean, std = r.aggregate()
     gain = ratio = None
-    if local_means is not None:
-      gains = [np.mean(v) - local_means[cid] for cid, v in r.per_client().items()]
+    common = [s for s in r.seeds if s.seed in local_by_seed]
+    if common:
+      gains = [np.mean([s.final[cid]["test_accuracy"] - local_by_seed[s.seed][cid]["test_accuracy"]
+                        for s in common]) for cid in r.seeds[0].final]
       gain, ratio = float(np.mean(gains)) * 100, float(np.mean(np.array(gains) >= 0))
     total, shared = _parameter_counts(r.config.algorithm, prepared)
     rows.append(Row(r.config.algorithm, mean * 100, std * 100, gain, ratio, total, shared))

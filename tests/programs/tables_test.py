@@ -42,7 +42,7 @@ def two_seed_folders(tmp_path):
   _run(b / "fedavg", "fedavg", 2, [0.7, 0.5])
   _run(a / "gcfl", "gcfl", 1, [0.6, 0.6], best=[0.7, 0.8])
   _run(b / "gcfl", "gcfl", 2, [0.6, 0.6], best=[0.9, 0.8])
-  _run(a / "fedstar_rw", "fedstar", 1, [1.0, 1.0], embedding_type="rw")
+  _run(a / "fedstar_rw", "fedstar", 1, [0.75, 0.75], embedding_type="rw")
   unfinished = tmp_path / "seed3" / "fedavg"
   unfinished.mkdir(parents=True)
   (unfinished / "config.json").write_text(experiment.ExperimentConfig(
@@ -72,6 +72,10 @@ def test_seeds_are_merged_and_aggregated_as_the_papers_do(two_seed_folders, muta
   assert gcfl.best_mean == pytest.approx(80.0) and gcfl.best_std == pytest.approx(5.0)
   assert local.best_mean is None and rows["fedstar emb=rw"].seeds == (1,)
   assert rows["fedstar emb=rw"].paper_mean is None
+  # A one-seed row is compared with local's same seed (0.8, 0.5): gains -5 and +25 points, one client
+  # below local (against local's two-seed means 0.7 and 0.6 both clients would look above it).
+  assert rows["fedstar emb=rw"].gain == pytest.approx(10.0)
+  assert rows["fedstar emb=rw"].gain_ratio == pytest.approx(0.5)
   # FedStar's model is bigger and shares less than FedAvg's.
   assert rows["fedstar emb=rw"].parameters > fedavg.parameters
   assert 0 < rows["fedstar emb=rw"].shared_parameters < fedavg.shared_parameters
