@@ -33,7 +33,7 @@ def _one(mode: str, setting: str, algorithm: str, clients: int, data_dir: str) -
   from data_prep import cache  # pylint: disable=g-import-not-at-top
   from data_prep import graph_tensor as gt  # pylint: disable=g-import-not-at-top
   from tff_graph.federated import client_work as cw  # pylint: disable=g-import-not-at-top
-  from tff_graph.federated import driver  # pylint: disable=g-import-not-at-top
+  from tff_graph import config as config_lib, experiment, program_logic  # pylint: disable=g-import-not-at-top
 
   if mode == "no grappler":
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
@@ -48,23 +48,26 @@ def _one(mode: str, setting: str, algorithm: str, clients: int, data_dir: str) -
 
     cw.gt.read_serialized_batches = with_rewrites
   prepared = cache.prepare_setting(setting, data_dir=data_dir)
-  sim = driver.Simulation(prepared, driver.RunConfig(algorithm=algorithm, seed=1))
-  work = cw.ClientWork(lambda: sim.model_fn(0), sim.shared_parts, sim.training)
-  shared = [tf.constant(w[0]) for w in sim.shared]
+  config = config_lib.ExperimentConfig(algorithm, data=config_lib.DataConfig(setting=setting))
+  process = experiment.build_process(config, prepared, 1)
+  work = process._work()  # pylint: disable=protected-access
+  start = program_logic.initial_state(process, prepared.clients, seed=1, rounds=1)
+  shared = [tf.constant(w[0] if process.clustering else w) for w in start.server_state["shared"]]
   train = tf.function(work.train)
+  n = len(prepared.clients)
 
   def call(i: int) -> float:
-    inputs = tf.nest.map_structure(tf.constant, sim.client_inputs(i))
-    state = tf.nest.map_structure(tf.constant, sim.client_states[sim.client_ids[i]])
+    inputs = tf.nest.map_structure(tf.constant, program_logic.client_data(prepared.clients[i], i, seed=1, round_num=0))
+    state = tf.nest.map_structure(tf.constant, start.client_states[i])
     t = time.perf_counter()
     tf.nest.map_structure(lambda x: x.numpy(), train(shared, state, inputs))
     return time.perf_counter() - t
 
   call(0)  # Traces.
-  times = [call(i % len(sim.client_ids)) for i in range(clients)]
+  times = [call(i % n) for i in range(clients)]
   return {"mode": mode, "ms_per_call": float(np.median(times)) * 1000,
           "traces": int(train.experimental_get_tracing_count()),
-          "train_graphs": [int(prepared.clients[i % len(sim.client_ids)].sizes["train"]) for i in range(clients)]}
+          "train_graphs": [int(prepared.clients[i % n].sizes["train"]) for i in range(clients)]}
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ STAGES = {
 
 def _trivial_call() -> None:
   from benchmarks import scaling  # pylint: disable=g-import-not-at-top
-  from tff_graph.federated import driver  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  from tff_graph import program_logic  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   scaling.trivial_map_seconds(7, repeats=1)  # starts a worker, runs a federated_map on it, stops it
 
 

@@ -1,7 +1,7 @@
 """Seconds per round (median over warm rounds) and peak memory per algorithm, with the TF/TFF split.
 
 For each algorithm, in a fresh subprocess:
-* `round s`: median wall time of `Simulation.step()` (one TFF round: broadcast, local training of
+* `round s`: median wall time of one round of `program_logic.train_process` (broadcast, local training of
   every client, aggregation) after 2 warm-up rounds;
 * `seq tf s`: the same clients' local training as plain TensorFlow (the same `ClientWork.train`
   tf.function, no TFF), one client after the other. The TFF worker runs clients concurrently on the
@@ -53,48 +53,52 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: st
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from data_prep import cache  # pylint: disable=g-import-not-at-top
-  from tff_graph import clustering, gcfl, runtime  # pylint: disable=g-import-not-at-top
-  from tff_graph.federated import client_work as cw, driver  # pylint: disable=g-import-not-at-top
+  from tff_graph import config as config_lib, experiment, program_logic, runtime  # pylint: disable=g-import-not-at-top
 
   prepared = cache.prepare_setting(setting, data_dir=data_dir, cache_dir=cache_dir)
+  config = config_lib.ExperimentConfig(algorithm, data=config_lib.DataConfig(setting=setting),
+                                       run=config_lib.RunConfig(rounds=rounds + 2, seeds=(1,)))
   t = time.perf_counter()
-  sim = driver.Simulation(prepared, driver.RunConfig(algorithm=algorithm, seed=1))
+  process = experiment.build_process(config, prepared, 1)
   build_s = time.perf_counter() - t
-  server = gcfl.GCFLServer(sim, clustering.thresholds_for(setting)) if sim.config.algo.clustering else None
   times, driver_cpu, worker_cpu = [], [], []
+  mark = {}
+
+  def on_round(state, metrics):  # The program's own loop, timed between rounds.
+    del state, metrics
+    now = (time.perf_counter(), time.process_time(), _children_cpu_s())
+    if mark:
+      times.append(now[0] - mark["t"])
+      driver_cpu.append(now[1] - mark["c"])
+      worker_cpu.append(now[2] - mark["w"])
+    mark.update(t=now[0], c=now[1], w=now[2])
+
   accuracy = None
   with runtime.execution_context(workers):
-    for _ in range(rounds + 2):
-      t, c, w = time.perf_counter(), time.process_time(), _children_cpu_s()
-      reports = sim.step()
-      if server is not None:
-        server.after_step(sim, reports)
-      times.append(time.perf_counter() - t)
-      driver_cpu.append(time.process_time() - c)
-      worker_cpu.append(_children_cpu_s() - w)
+    on_round(None, None)
+    result = program_logic.train_process(process, prepared.clients, seed=1, rounds=rounds + 2,
+                                         eval_every=10**9, on_round=on_round)
     t = time.perf_counter()
-    sim.evaluate()
+    program_logic.evaluate(process, prepared.clients, result.state, seed=1)
     eval_s = time.perf_counter() - t
     if accuracy_rounds:
-      while sim.round < accuracy_rounds:
-        reports = sim.step()
-        if server is not None:
-          server.after_step(sim, reports)
-      evaluation = sim.evaluate()
-      accuracy = float(np.mean([m["test_accuracy"] for m in evaluation.values()]))
+      result = program_logic.train_process(process, prepared.clients, seed=1, rounds=accuracy_rounds,
+                                           eval_every=10**9, state=result.state)
+      accuracy = result.average()
+  state = result.state
   worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
   # The same local training as plain TF (no TFF): inputs as tensors so the tf.function traces once.
-  work = cw.ClientWork(lambda: sim.model_fn(0), sim.shared_parts, sim.training)
-  shared = [tf.constant(w[0]) for w in sim.shared]
+  work = process._work()  # pylint: disable=protected-access
+  shared = [tf.constant(w[0] if process.clustering else w) for w in state.server_state["shared"]]
   tf_times = []
   for _ in range(0 if skip_tf else 3):
     t = time.perf_counter()
-    for i, cid in enumerate(sim.client_ids):
-      inputs = tf.nest.map_structure(tf.constant, sim.client_inputs(i))
-      state = tf.nest.map_structure(tf.constant, sim.client_states[cid])
-      tf.nest.map_structure(lambda x: x.numpy(), work.train(shared, state, inputs))
+    for i, c in enumerate(prepared.clients):
+      inputs = tf.nest.map_structure(tf.constant, program_logic.client_data(c, i, seed=1, round_num=state.round))
+      client_state = tf.nest.map_structure(tf.constant, state.client_states[i])
+      tf.nest.map_structure(lambda x: x.numpy(), work.train(shared, client_state, inputs))
     tf_times.append(time.perf_counter() - t)
-  return {"algorithm": algorithm, "clients": len(sim.client_ids), "workers": workers, "build_s": build_s,
+  return {"algorithm": algorithm, "clients": len(prepared.clients), "workers": workers, "build_s": build_s,
           "round_s": float(np.median(times[2:])),
           "tf_s": float(np.median(tf_times[1:])) if tf_times else float("nan"),
           "driver_cpu_s": float(np.median(driver_cpu[2:])), "worker_cpu_s": float(np.median(worker_cpu[2:])),

@@ -7,11 +7,11 @@ Every graph is one GraphTensor with
 * edge set `edges` from `nodes` to `nodes`, each undirected edge in both directions;
 * context: `label` int64 [] (class index 0..C-1).
 
-The schema for a dataset is `graph_schema(...)`; the checked-in `schemas/<NAME>.pbtxt` files hold it for
-the 16 TU datasets with the default widths (a test regenerates and compares them). Examples are
-written in TF-GNN's own encoding (`tfgnn.write_example` keys), built directly from NumPy for speed;
-`tfgnn.parse_example` reads them back. TFF cannot carry a GraphTensor across a computation boundary:
-`to_flat`/`from_flat` give the flat dict of dense tensors for that.
+The schema for a dataset is `graph_schema(...)`; the prepared cache writes it beside each setting
+(`<NAME>.schema.pbtxt`, see `cache.py`). Examples are written in TF-GNN's own encoding
+(`tfgnn.write_example` keys), built directly from NumPy for speed; `tfgnn.parse_example` reads them
+back. TFF cannot carry a GraphTensor across a computation boundary: clients read serialized batches
+(`read_serialized_batches`) and parse them inside TF code (`parse_batch`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ FEATURES = "features"
 RWSE = "rwse"
 DSE = "dse"
 LABEL = "label"
-SCHEMA_DIR = pathlib.Path(__file__).parent / "schemas"
 
 
 def graph_schema(feature_dim: int, n_rw: int, n_dg: int) -> tfgnn.GraphSchema:
@@ -51,14 +50,6 @@ def graph_schema(feature_dim: int, n_rw: int, n_dg: int) -> tfgnn.GraphSchema:
 
 def schema_to_text(schema: tfgnn.GraphSchema) -> str:
   return text_format.MessageToString(schema)
-
-
-def load_schema(name: str) -> tfgnn.GraphSchema:
-  """The checked-in schema of TU dataset `name` (default widths n_rw = n_dg = 16)."""
-  path = SCHEMA_DIR / f"{name}.pbtxt"
-  if not path.is_file():
-    raise ValueError(f"no checked-in schema for dataset {name!r} ({path} does not exist)")
-  return tfgnn.read_schema(str(path))
 
 
 def graph_spec(schema: tfgnn.GraphSchema) -> tfgnn.GraphTensorSpec:
@@ -107,33 +98,8 @@ def write_tfrecord(path: str | pathlib.Path, examples: Iterable[bytes]) -> int:
   return count
 
 
-def read_graphs(paths: str | Iterable[str] | tf.Tensor, spec: tfgnn.GraphTensorSpec) -> tf.data.Dataset:
-  """tf.data dataset of scalar GraphTensors from TFRecord files written by `write_tfrecord`."""
-  return tf.data.TFRecordDataset(paths, compression_type="GZIP").map(
-      lambda s: tfgnn.parse_single_example(spec, s))
-
-
-def batched(graphs: tf.data.Dataset, batch_size: int, *, shuffle_seed: int | None = None,
-            shuffle_buffer: int = 10_000) -> tf.data.Dataset:
-  """Batches of `batch_size` graphs merged into one GraphTensor each (components = graphs)."""
-  if shuffle_seed is not None:
-    graphs = graphs.shuffle(shuffle_buffer, seed=shuffle_seed, reshuffle_each_iteration=True)
-  return graphs.batch(batch_size).map(lambda g: g.merge_batch_to_components())
-
-
-def to_flat(graph: tfgnn.GraphTensor) -> collections.OrderedDict[str, tf.Tensor]:
-  """A merged GraphTensor (rank 0) as a flat OrderedDict of dense tensors (TFF-compatible)."""
-  nodes = graph.node_sets[NODES]
-  edges = graph.edge_sets[EDGES]
-  return collections.OrderedDict(
-      node_sizes=nodes.sizes, edge_sizes=edges.sizes,
-      source=edges.adjacency.source, target=edges.adjacency.target,
-      features=nodes[FEATURES], rwse=nodes[RWSE], dse=nodes[DSE],
-      label=graph.context[LABEL])
-
-
 def from_flat(flat: dict[str, tf.Tensor]) -> tfgnn.GraphTensor:
-  """Inverse of `to_flat`."""
+  """A merged GraphTensor (components = graphs) from its dense pieces."""
   return tfgnn.GraphTensor.from_pieces(
       context=tfgnn.Context.from_fields(
           sizes=tf.ones_like(flat["node_sizes"]), features={LABEL: flat["label"]}),
@@ -199,14 +165,3 @@ def read_serialized_batches(path: str | tf.Tensor, *, batch_size: int,
   options.autotune.enabled = False
   options.experimental_optimization.inject_prefetch = False
   return ds.batch(batch_size).with_options(options)
-
-
-def read_batches(path: str | tf.Tensor, *, batch_size: int, feature_dim: tf.Tensor | int,
-                 padded_feature_dim: int, n_rw: int, n_dg: int,
-                 shuffle_seed: tf.Tensor | int | None = None,
-                 shuffle_buffer: int = 10_000) -> tf.data.Dataset:
-  """Batches of merged GraphTensors from one TFRecord file, parsed with `parse_batch` in a `map`
-  (convenient outside per-round code; clients use `read_serialized_batches` + `parse_batch`)."""
-  return read_serialized_batches(path, batch_size=batch_size, shuffle_seed=shuffle_seed,
-                                 shuffle_buffer=shuffle_buffer).map(lambda s: parse_batch(
-      s, feature_dim=feature_dim, padded_feature_dim=padded_feature_dim, n_rw=n_rw, n_dg=n_dg))

@@ -99,20 +99,6 @@ def dse(dataset: tu.TUDataset, n_dg: int = N_DG) -> np.ndarray:
   return out
 
 
-def select_embedding(rw: np.ndarray, dg: np.ndarray, kind: EmbeddingType | str) -> np.ndarray:
-  """The embedding of type `kind` from the stored RWSE and DSE (NumPy or TF tensors).
-
-  `ones` is all-ones with the width of rw_dg, the paper's "no structure information" ablation.
-  """
-  kind = EmbeddingType(kind)
-  if kind is EmbeddingType.RW:
-    return rw
-  if kind is EmbeddingType.DG:
-    return dg
-  both = np.concatenate([rw, dg], axis=-1)
-  return both if kind is EmbeddingType.RW_DG else np.ones_like(both)
-
-
 def embedding_width(kind: EmbeddingType | str, n_rw: int = N_RW, n_dg: int = N_DG) -> int:
   kind = EmbeddingType(kind)
   return {EmbeddingType.RW: n_rw, EmbeddingType.DG: n_dg}.get(kind, n_rw + n_dg)

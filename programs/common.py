@@ -6,6 +6,8 @@ folder, rounds, seeds, model and training options), and reported as one `UsageEr
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 import pathlib
 import sys
@@ -19,10 +21,11 @@ from data_prep import cache
 from data_prep import partition
 from data_prep import tu
 from tff_graph import algorithms
+from tff_graph import config as config_lib
 from tff_graph import experiment
 from tff_graph import runtime
+from tff_graph.federated import client_work as cw
 
-ALGORITHM_NAMES = list(algorithms.ALGORITHMS)
 FLAGS = flags.FLAGS
 
 
@@ -30,37 +33,45 @@ class UsageError(ValueError):
   """A bad flag value, found before any work started."""
 
 
+def _define(name: str, default, help_text: str, annotation: str, meta: dict) -> None:
+  bounds = {k: meta[k] for k in ("lower_bound", "upper_bound") if k in meta}
+  if "choices" in meta:
+    flags.DEFINE_enum(name, default, list(meta["choices"]), help_text)
+  elif annotation == "bool":
+    flags.DEFINE_bool(name, default, help_text)
+  elif annotation.startswith("int") and "tuple" not in annotation:
+    flags.DEFINE_integer(name, default, help_text, **bounds)
+  elif annotation.startswith("float"):
+    flags.DEFINE_float(name, default, help_text, **bounds)
+  elif annotation.startswith("tuple"):
+    flags.DEFINE_list(name, [str(x) for x in default], help_text)
+  else:
+    flags.DEFINE_string(name, default, help_text)
+
+
+def _config_fields():
+  """(section, field name, default, help, annotation, metadata) of every flag of the config tree."""
+  for section in (config_lib.DataConfig, config_lib.ModelConfig, config_lib.RunConfig, config_lib.ClusteringConfig):
+    name = {config_lib.DataConfig: "data", config_lib.ModelConfig: "model", config_lib.RunConfig: "run",
+            config_lib.ClusteringConfig: "clustering"}[section]
+    for f in dataclasses.fields(section):
+      yield name, f.name, f.default, f.metadata["help"], str(f.type), dict(f.metadata)
+  defaults = cw.TrainingConfig()
+  for field_name, (help_text, meta) in config_lib.TRAINING_FLAGS.items():
+    yield "training", field_name, getattr(defaults, field_name), help_text, type(getattr(defaults, field_name)).__name__, meta
+  mu = [f for f in dataclasses.fields(config_lib.ExperimentConfig) if f.name == "proximal_mu"][0]
+  yield None, "proximal_mu", None, mu.metadata["help"], "float", {"lower_bound": 0.0}
+
+
 def define_experiment_flags() -> None:
-  flags.DEFINE_string(
-      "setting", "chem",
-      "Clients: a group of the GCFL paper (molecules, small, biochem, mix) or of the FedStar paper "
-      "(chem, biochem, biochemsn, biosncv), optionally with _tiny (150 graphs per dataset) and/or @k "
-      "(k clients per dataset, e.g. chem@4); or <DATASET>:<N>[:overlap] (one dataset over N clients).")
-  flags.DEFINE_integer("rounds", 200, "Communication rounds.", lower_bound=1)
-  flags.DEFINE_list("seeds", ["1"], "Model seeds, comma separated (the papers use 1,2,3,4,5 and "
-                    "10,42,79,111,123); each seed is one run on the same client splits.")
-  flags.DEFINE_integer("split_seed", partition.DEFAULT_SPLIT_SEED, "Seed of the client partition.")
-  flags.DEFINE_integer("local_epochs", 1, "Local epochs per round.", lower_bound=1)
-  flags.DEFINE_integer("batch_size", 128, "Graphs per local batch.", lower_bound=1)
-  flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate.", lower_bound=0.0)
-  flags.DEFINE_float("weight_decay", 5e-4, "L2 weight decay added to the gradient (PyTorch Adam).", lower_bound=0.0)
-  flags.DEFINE_float("proximal_mu", None, "FedProx mu (default: 0.01 for fedprox, 0 otherwise).", lower_bound=0.0)
-  flags.DEFINE_integer("hidden", 64, "Hidden width of every layer.", lower_bound=1)
-  flags.DEFINE_integer("num_layers", 3, "Graph convolutions per encoder.", lower_bound=1)
-  flags.DEFINE_float("dropout", 0.5, "Dropout rate.", lower_bound=0.0, upper_bound=0.99)
-  flags.DEFINE_enum("embedding_type", "rw_dg", ["rw", "dg", "rw_dg", "ones"],
-                    "FedStar structure embedding: random-walk (rw), degree (dg), both, or all-ones.")
-  flags.DEFINE_integer("n_rw", 16, "Random-walk steps of the RWSE.", lower_bound=1)
-  flags.DEFINE_integer("n_dg", 16, "Width of the one-hot degree embedding.", lower_bound=1)
-  flags.DEFINE_float("client_fraction", 1.0, "Share of clients sampled each round.", lower_bound=0.0,
-                     upper_bound=1.0)
-  flags.DEFINE_integer("eval_every", 1, "Evaluate val/test every k rounds (and after the last).", lower_bound=1)
-  flags.DEFINE_integer("checkpoint_every", 10, "Checkpoint every k rounds.", lower_bound=1)
-  flags.DEFINE_float("eps1", None, "GCFL: split a cluster when its mean update norm < eps1 "
-                     "(default: the reference's value for the setting).")
-  flags.DEFINE_float("eps2", None, "GCFL: ... and its largest client update norm > eps2 (default: reference).")
-  flags.DEFINE_integer("seq_length", None, "GCFL+: length of the norm sequences compared by DTW (default: reference).")
-  flags.DEFINE_bool("standardize", False, "GCFL+: divide each sequence by its std before DTW.")
+  """One flag per leaf of the configuration tree (`tff_graph.config`), plus the run's locations."""
+  for _, name, default, help_text, annotation, meta in _config_fields():
+    if name == "seeds":
+      default = (1,)
+      help_text += " Default: 1."
+    _define(name, default, help_text, annotation, meta)
+  flags.DEFINE_list("plugins", [], "Python modules to import before anything else, e.g. a module of yours that "
+                    "registers algorithms with tff_graph.algorithms.register (they then work with --algorithm).")
   flags.DEFINE_string("data_dir", None, f"Folder with the TU <NAME>.zip files (default: ${tu.DEFAULT_DATA_DIR_ENV}).")
   flags.DEFINE_string("cache_dir", None, f"Prepared-data cache (default: ${cache.CACHE_DIR_ENV} or ~/.cache/tff_graph).")
   flags.DEFINE_bool("overwrite", False, "Replace a finished run (or another run) in the output folder.")
@@ -72,12 +83,23 @@ def define_experiment_flags() -> None:
 
 
 def start(argv: list[str]) -> bool:
-  """Common program start: rejects stray positional arguments, quiets TF/TFF logging."""
+  """Common program start: rejects stray positional arguments, quiets TF/TFF logging, imports plugins."""
   if len(argv) > 1:
     print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
     return False
   quiet_logs()
+  for module in FLAGS.plugins:
+    try:
+      importlib.import_module(module)
+    except ImportError as e:
+      print(f"error: --plugins: cannot import {module!r}: {e}", file=sys.stderr)
+      return False
   return True
+
+
+def algorithm_help() -> str:
+  return ("A registered algorithm (built in: " + ", ".join(algorithms.names())
+          + "; more with --plugins).")
 
 
 def quiet_logs() -> None:
@@ -112,20 +134,31 @@ def execution_context(folder: str):
   return runtime.execution_context(workers(), log_path=worker_log(folder))
 
 
+def check_algorithm(name: str) -> str:
+  """A registered algorithm's name (the registry is read now, so user registrations count)."""
+  if name not in algorithms.names():
+    raise UsageError(f"unknown algorithm {name!r}; choose one of {', '.join(algorithms.names())}")
+  return name
+
+
 def experiment_config(algorithm: str) -> experiment.ExperimentConfig:
+  """The configuration tree from the flags."""
+  check_algorithm(algorithm)
   try:
     seeds = tuple(int(s) for s in FLAGS.seeds)
   except ValueError:
     raise UsageError(f"--seeds must be integers, got {FLAGS.seeds}") from None
+  values: dict = {"data": {}, "model": {}, "run": {}, "clustering": {}, "training": {}}
+  for section, name, *_ in _config_fields():
+    if section is not None:
+      values[section][name] = FLAGS[name].value
+  values["run"]["seeds"] = seeds
   try:
     return experiment.ExperimentConfig(
-        algorithm=algorithm, setting=FLAGS.setting, rounds=FLAGS.rounds, seeds=seeds,
-        local_epochs=FLAGS.local_epochs, batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate,
-        weight_decay=FLAGS.weight_decay, hidden=FLAGS.hidden, num_layers=FLAGS.num_layers,
-        dropout=FLAGS.dropout, embedding_type=FLAGS.embedding_type, client_fraction=FLAGS.client_fraction,
-        proximal_mu=FLAGS.proximal_mu, eval_every=FLAGS.eval_every, checkpoint_every=FLAGS.checkpoint_every,
-        eps1=FLAGS.eps1, eps2=FLAGS.eps2, seq_length=FLAGS.seq_length, standardize=FLAGS.standardize,
-        split_seed=FLAGS.split_seed, n_rw=FLAGS.n_rw, n_dg=FLAGS.n_dg)
+        algorithm=algorithm, proximal_mu=FLAGS.proximal_mu, data=config_lib.DataConfig(**values["data"]),
+        model=config_lib.ModelConfig(**values["model"]), run=config_lib.RunConfig(**values["run"]),
+        clustering=config_lib.ClusteringConfig(**values["clustering"]),
+        training=cw.TrainingConfig(**values["training"]))
   except ValueError as e:
     raise UsageError(str(e)) from None
 
@@ -135,7 +168,7 @@ def prepare(config: experiment.ExperimentConfig) -> cache.PreparedSetting:
     partition.parse_setting(config.setting)
     tu.resolve_data_dir(FLAGS.data_dir)
     return cache.prepare_setting(config.setting, data_dir=FLAGS.data_dir, cache_dir=FLAGS.cache_dir,
-                                 seed=config.split_seed, n_rw=config.n_rw, n_dg=config.n_dg)
+                                 seed=config.data.split_seed, n_rw=config.data.n_rw, n_dg=config.data.n_dg)
   except (partition.SettingError, tu.TUFormatError) as e:
     raise UsageError(str(e)) from None
 

@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
     config = loaded[0].config
     paper = anchors.lookup(_PAPER.value, config.setting) if _PAPER.value else None
     prepared = cache.prepare_setting(config.setting, data_dir=_DATA_DIR.value, cache_dir=_CACHE_DIR.value,
-                                     seed=config.split_seed, n_rw=config.n_rw, n_dg=config.n_dg)
+                                     seed=config.data.split_seed, n_rw=config.data.n_rw, n_dg=config.data.n_dg)
   except (results.ResultsError, KeyError, partition.SettingError, tu.TUFormatError) as e:
     print(f"error: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
     return 2

@@ -26,7 +26,7 @@ from tff_graph import runtime  # noqa: E402
 
 common.define_experiment_flags()
 flags.adopt_module_key_flags(common)
-_ALGORITHM = flags.DEFINE_enum("algorithm", "fedstar", common.ALGORITHM_NAMES, "Algorithm to run.")
+_ALGORITHM = flags.DEFINE_string("algorithm", "fedstar", common.algorithm_help())
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Run folder (default: runs/<algorithm>-<setting>).")
 
 
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
   mean, std = result.aggregate()
   for cid, values in result.per_client().items():
     print(f"{cid:16s} final test accuracy " + " ".join(f"{v:.4f}" for v in values))
-  print(f"{config.algorithm} on {config.setting}, seeds {list(config.seeds)}, {config.rounds} rounds: "
+  print(f"{config.algorithm} on {config.setting}, seeds {list(config.seeds)}, {config.run.rounds} rounds: "
         f"average test accuracy {mean * 100:.2f} ± {std * 100:.2f}  ->  {folder}")
   return 0
 

@@ -92,3 +92,31 @@ def twin_clients(prepared):
   first = prepared.clients[0]
   twin = dataclasses.replace(first, client_id="twin-" + first.client_id)
   return dataclasses.replace(prepared, clients=(first, twin))
+
+
+def experiment_config(algorithm: str, *, rounds: int = 3, seed: int = 1, **sections):
+  """An ExperimentConfig with section overrides, e.g. training=dict(batch_size=16)."""
+  from tff_graph import config as config_lib  # pylint: disable=g-import-not-at-top
+  from tff_graph.federated import client_work as cw  # pylint: disable=g-import-not-at-top
+  kinds = {"data": config_lib.DataConfig, "model": config_lib.ModelConfig, "training": cw.TrainingConfig,
+           "clustering": config_lib.ClusteringConfig}
+  run = dict(rounds=rounds, seeds=(seed,), checkpoint_every=1)
+  run.update(sections.pop("run", {}))
+  proximal_mu = sections.pop("proximal_mu", None)
+  built = {k: kinds[k](**v) for k, v in sections.items()}
+  return config_lib.ExperimentConfig(algorithm=algorithm, run=config_lib.RunConfig(**run), proximal_mu=proximal_mu,
+                                     **built)
+
+
+def make_process(prepared, algorithm: str, *, seed: int = 1, thresholds=None, model_aggregator=None, **sections):
+  """The process of `algorithm` on `prepared` as an experiment builds it (optionally other thresholds)."""
+  from tff_graph import algorithms  # pylint: disable=g-import-not-at-top
+  from tff_graph import experiment  # pylint: disable=g-import-not-at-top
+  from tff_graph import program_logic  # pylint: disable=g-import-not-at-top
+  config = experiment_config(algorithm, seed=seed, **sections)
+  context = algorithms.BuildContext(
+      model_fn=experiment.model_fn_of(config, prepared), input_spec=experiment.input_spec_of(config, prepared),
+      training=config.training, init_seed=program_logic.init_seed(seed), num_clients=len(prepared.clients),
+      model_aggregator=model_aggregator, proximal_mu=config.proximal_mu,
+      thresholds=thresholds or config.thresholds())
+  return algorithms.get(algorithm).build(context)

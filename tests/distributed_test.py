@@ -16,9 +16,9 @@ import pytest
 import tensorflow as tf
 
 from tff_graph import clustering
-from tff_graph import gcfl
+from tff_graph import program_logic
 from tff_graph import runtime
-from tff_graph.federated import driver
+from tests.conftest import make_process
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -46,37 +46,29 @@ def _worker_pid(port: int) -> int:
 
 
 def _simulate(prepared, algorithm, workers):
+  thresholds = clustering.SplitThresholds(eps1=10.0, eps2=0.0, warmup_rounds=1, seq_length=2)
+  process = make_process(prepared, algorithm, seed=3, thresholds=thresholds)
   with runtime.execution_context(workers):
-    sim = driver.Simulation(prepared, driver.RunConfig(algorithm=algorithm, seed=3))
-    if algorithm == "gcfl":
-      # A gate that fires at round 2: the split and the re-aggregation also run on the workers.
-      result, report = gcfl.run_gcfl(
-          sim, 4, clustering.SplitThresholds(eps1=10.0, eps2=0.0, warmup_rounds=1, seq_length=2))
-      assert report.splits, "the test needs a split"
-      extra = (report.splits, dict(sim.bucket_of))
-    else:
-      result, extra = driver.run(sim, 3), None
-  return sim, result, extra
+    result = program_logic.train_process(process, prepared.clients, seed=3, rounds=3 if algorithm != "gcfl" else 4)
+  if algorithm == "gcfl":
+    # A gate that fires at round 2: the split and the re-aggregation also run on the workers.
+    assert result.clustering_report()["splits"], "the test needs a split"
+  return result
 
 
 @pytest.mark.parametrize("algorithm", ["fedstar", "gcfl", "local"])
 def test_two_workers_give_the_single_process_results(mutag3, algorithm):
-  one_sim, one, one_extra = _simulate(mutag3, algorithm, 1)
-  two_sim, two, two_extra = _simulate(mutag3, algorithm, 2)
+  one = _simulate(mutag3, algorithm, 1)
+  two = _simulate(mutag3, algorithm, 2)
   # 3 clients over 2 workers: uneven blocks, outputs come back regrouped and are matched by client.
-  for a, b in zip(tf.nest.flatten(one_sim.shared), tf.nest.flatten(two_sim.shared)):
+  for a, b in zip(tf.nest.flatten(one.state.to_structure()), tf.nest.flatten(two.state.to_structure())):
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-  for cid in one_sim.client_ids:
-    for a, b in zip(tf.nest.flatten(one_sim.client_states[cid]), tf.nest.flatten(two_sim.client_states[cid])):
-      np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-  for (r1, e1), (r2, e2) in zip(one.evaluations, two.evaluations):
-    assert r1 == r2
-    for cid in e1:
-      for k in e1[cid]:
-        assert e1[cid][k] == pytest.approx(e2[cid][k], rel=1e-5, abs=1e-6)
-  assert one_extra == two_extra
+  for cid in one.final:
+    for k in one.final[cid]:
+      assert one.final[cid][k] == pytest.approx(two.final[cid][k], rel=1e-5, abs=1e-6)
+  assert one.clustering_report() == two.clustering_report()
   # Clients are not interchangeable: matching by position only would have mixed their states up.
-  states = [tf.nest.flatten(two_sim.client_states[c])[-1] for c in two_sim.client_ids]
+  states = [tf.nest.flatten(s)[-1] for s in two.state.client_states]
   assert not np.array_equal(states[0], states[1])
   assert not _child_workers(), "a worker outlived its context"
 
@@ -173,3 +165,19 @@ def test_lost_worker_stops_the_run_with_a_clear_error_and_the_run_resumes(data_d
   assert rounds == [str(r) for r in range(1, 9)]
   time.sleep(1)
   assert not _port_workers(ports + first_ports), "a worker outlived the launcher"
+
+
+def test_a_worker_that_refuses_a_computation_is_not_a_lost_worker():
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+  @tff.tensorflow.computation(np.int32)
+  def check(x):
+    with tf.control_dependencies([tf.debugging.assert_equal(x, 0, message="x must be 0")]):
+      return tf.identity(x)
+
+  with runtime.execution_context(1):
+    assert check(np.int32(0)) == 0
+    with pytest.raises(runtime.ComputationError, match="could not run the computation.*x must be 0"):
+      check(np.int32(3))
+    assert check(np.int32(0)) == 0  # The worker is still there.
+  assert not _child_workers()

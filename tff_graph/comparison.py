@@ -9,9 +9,8 @@ from typing import Sequence
 import numpy as np
 
 from data_prep import cache
+from tff_graph import experiment
 from tff_graph.experiment import ExperimentResult
-from tff_graph import algorithms
-from tff_graph.models import classifiers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,19 +20,8 @@ class Row:
   std: float
   gain: float | None  # Average over clients of (mean over seeds) - local's, in accuracy points.
   gain_ratio: float | None  # Share of clients with gain >= 0.
-  parameters: int  # Of one client's model (the setting's widest client).
+  parameters: int  # Of one client's model (the setting's widest client), from the run's configuration.
   shared_parameters: int
-
-
-def _parameter_counts(algorithm: str, prepared: cache.PreparedSetting) -> tuple[int, int]:
-  algo = algorithms.get_algorithm(algorithm)
-  widest = max(prepared.clients, key=lambda c: c.feature_dim)
-  spec = classifiers.ModelSpec(kind=algo.model_kind, feature_dim=widest.feature_dim,
-                               num_classes=max(c.num_classes for c in prepared.clients),
-                               backbone=algo.backbone, n_rw=prepared.n_rw, n_dg=prepared.n_dg)
-  model = classifiers.build_model(spec)
-  counts = model.parameter_counts()
-  return counts["total"], sum(counts[p] for p in algo.shared_parts)
 
 
 def comparison_table(results: Sequence[ExperimentResult], prepared: cache.PreparedSetting) -> list[Row]:
@@ -53,7 +41,7 @@ def comparison_table(results: Sequence[ExperimentResult], prepared: cache.Prepar
       gains = [np.mean([s.final[cid]["test_accuracy"] - local_by_seed[s.seed][cid]["test_accuracy"]
                         for s in common]) for cid in r.seeds[0].final]
       gain, ratio = float(np.mean(gains)) * 100, float(np.mean(np.array(gains) >= 0))
-    total, shared = _parameter_counts(r.config.algorithm, prepared)
+    total, shared = experiment.parameter_counts(r.config, prepared)
     rows.append(Row(r.config.algorithm, mean * 100, std * 100, gain, ratio, total, shared))
   return rows
 

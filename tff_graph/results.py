@@ -29,12 +29,13 @@ class ResultsError(ValueError):
 
 def row_label(config: experiment.ExperimentConfig) -> str:
   """The algorithm, plus ` emb=<type>` when the structure embedding is not the default rw_dg."""
-  return config.algorithm + ("" if config.embedding_type == "rw_dg" else f" emb={config.embedding_type}")
+  kind = config.model.embedding_type
+  return config.algorithm + ("" if kind == "rw_dg" else f" emb={kind}")
 
 
 def _comparable(config: experiment.ExperimentConfig) -> dict:
-  d = dataclasses.asdict(config)
-  d.pop("seeds")
+  d = config.to_dict()
+  d["run"].pop("seeds")
   return d
 
 
@@ -55,9 +56,14 @@ def load_results(folders: Sequence[str | pathlib.Path]) -> list[experiment.Exper
   for top in folders:
     for run in _run_folders(pathlib.Path(top)):
       try:
-        config = experiment.ExperimentConfig(**json.loads((run / "config.json").read_text()))
-        config = dataclasses.replace(config, seeds=tuple(config.seeds))
-      except (TypeError, ValueError) as e:
+        record = json.loads((run / "config.json").read_text())
+        components = record.pop("components", {})
+        if "setting" not in record and "data" not in record:
+          raise ValueError("no setting")
+        config = experiment.ExperimentConfig.from_dict(record)
+        if "algorithm" not in components:
+          algorithms.get(config.algorithm)  # A built-in or registered algorithm.
+      except (TypeError, ValueError, KeyError) as e:
         raise ResultsError(f"{run}/config.json is not a tff-graph run configuration: {e}") from None
       label = row_label(config)
       for seed in config.seeds:
@@ -80,7 +86,7 @@ def load_results(folders: Sequence[str | pathlib.Path]) -> list[experiment.Exper
         merged[label].seeds.append(seed_result)
   for r in merged.values():
     r.seeds.sort(key=lambda s: s.seed)
-    r.config = dataclasses.replace(r.config, seeds=tuple(s.seed for s in r.seeds))
+    r.config = r.config.replace_seeds(s.seed for s in r.seeds)
     ids = [set(s.final) for s in r.seeds]
     if any(i != ids[0] for i in ids):
       raise ResultsError(f"{row_label(r.config)}: seeds have different clients")
@@ -120,7 +126,7 @@ def _aggregate(per_client: Mapping[str, Sequence[float]]) -> tuple[float, float]
 def results_table(results: Sequence[experiment.ExperimentResult], prepared: cache.PreparedSetting,
                   paper: Mapping[str, anchors.Anchor] | None = None) -> list[ResultRow]:
   """One row per result, in the paper's order (then the algorithm table's); gains vs `local`."""
-  order = list(paper or {}) + list(algorithms.ALGORITHMS)
+  order = list(paper or {}) + algorithms.names()
   results = sorted(results, key=lambda r: (order.index(row_label(r.config)) if row_label(r.config) in order
                                            else order.index(r.config.algorithm) + 0.5, row_label(r.config)))
   rows = []

@@ -34,6 +34,7 @@ import subprocess
 import time
 from typing import Iterator, Sequence
 
+from absl import logging
 import grpc
 import portpicker
 import tensorflow_federated as tff
@@ -41,6 +42,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.common_libs import async_utils
 from tensorflow_federated.python.core.backends.native import compiler
 from tensorflow_federated.python.core.backends.native import mergeable_comp_compiler
+from tensorflow_federated.python.core.backends.test import compiler as test_compiler
 from tensorflow_federated.python.core.impl.executors import executors_errors
 
 _MAX_MESSAGE = 2_000_000_000
@@ -52,6 +54,31 @@ _PR_SET_PDEATHSIG = 1
 
 class WorkerError(RuntimeError):
   """A TFF worker could not be started or stopped answering."""
+
+
+class ComputationError(RuntimeError):
+  """A TFF worker answered, but could not run the computation (its own message is included)."""
+
+
+# gRPC codes that mean the worker is gone or unreachable; any other code is the worker's answer.
+_LOST = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+
+
+def compile_computation(comp):
+  """TFF's native compilation, after replacing secure-sum intrinsics by their plain bodies.
+
+  TFF's native backend cannot run `federated_secure_sum(_bitwidth)` (the secure aggregation a
+  `tff.aggregators.SecureSumFactory` emits); its test backend replaces them by the equivalent
+  clipped, quantised plain sums, which is what a simulation can run. A computation without secure
+  intrinsics is unchanged. In a simulation the sum is computed in the clear: what secure aggregation
+  protects (no single client's value at the server) needs a real deployment's protocol.
+  """
+  return compiler.desugar_and_transform_to_native(test_compiler.replace_secure_intrinsics_with_bodies(comp))
+
+
+def _compile_mergeable(comp):
+  return mergeable_comp_compiler.compile_to_mergeable_comp_form(
+      test_compiler.replace_secure_intrinsics_with_bodies(comp))
 
 
 def worker_binary_path() -> pathlib.Path:
@@ -120,7 +147,7 @@ class _FailFastAsyncContext(tff.framework.AsyncExecutionContext):
 
     super().__init__(
         executor_fn=tff.framework.ResourceManagingExecutorFactory(executor_stack_fn=stack_fn),
-        compiler_fn=compiler.desugar_and_transform_to_native,
+        compiler_fn=compile_computation,
         transform_args=tff.tensorflow.transform_args, transform_result=tff.tensorflow.transform_result)
     self.address = address
 
@@ -131,6 +158,9 @@ class _FailFastAsyncContext(tff.framework.AsyncExecutionContext):
       return await tff.framework.AsyncExecutionContext.invoke.__wrapped__(self, comp, arg)
     except (executors_errors.RetryableError, grpc.RpcError) as e:
       code = e.code() if isinstance(e, grpc.Call) else type(e).__name__
+      if isinstance(e, grpc.Call) and e.code() not in _LOST:
+        raise ComputationError(
+            f"TFF worker at {self.address} could not run the computation ({e.code().name}): {e.details()}") from e
       raise WorkerError(
           f"TFF worker at {self.address} stopped answering ({code}); the run stops here. Restart the "
           "worker(s) and run the same command again: the run resumes from its last checkpoint") from e
@@ -155,13 +185,40 @@ def _quiet_lost_workers(loop, context) -> None:
   loop.default_exception_handler(context)
 
 
+class _MergeableContext(tff.framework.MergeableCompExecutionContext):
+  """TFF's multi-worker context, which runs a computation whose aggregations depend on one another
+  (GCFL's round: collect the updates, split, then average within the new clusters) on one worker:
+  TFF's mergeable form has a single aggregation phase, so such a computation cannot be spread."""
+
+  def __init__(self, contexts):
+    super().__init__(contexts, compiler_fn=_compile_mergeable, transform_args=tff.tensorflow.transform_args,
+                     transform_result=tff.tensorflow.transform_result)
+    self._single = _SyncContext(contexts[0])
+    self._unmergeable: set[int] = set()
+
+  def invoke(self, comp, arg=None):
+    if isinstance(comp, tff.Computation) and id(comp) not in self._unmergeable:
+      try:
+        self._compiler_pipeline.compile(comp)  # Cached: invoke compiles it again for free.
+      except ValueError as e:
+        if "aggregate dependent on another" not in str(e):
+          raise
+        self._unmergeable.add(id(comp))
+        logging.warning("a computation with dependent aggregations runs on one worker (%s)", self._single_name)
+    if id(comp) in self._unmergeable:
+      return self._single.invoke(comp, arg)
+    return super().invoke(comp, arg)
+
+  @property
+  def _single_name(self) -> str:
+    return self._single._async_context.address  # pylint: disable=protected-access
+
+
 def _context_for(stubs: Sequence[tuple[tff.framework.RemoteExecutorGrpcStub, str]]):
   contexts = [_FailFastAsyncContext(stub, address) for stub, address in stubs]
   if len(contexts) == 1:
     return _SyncContext(contexts[0])
-  context = tff.framework.MergeableCompExecutionContext(
-      contexts, compiler_fn=mergeable_comp_compiler.compile_to_mergeable_comp_form,
-      transform_args=tff.tensorflow.transform_args, transform_result=tff.tensorflow.transform_result)
+  context = _MergeableContext(contexts)
   runner = getattr(context, "_async_runner", None)  # TFF 0.87 keeps its event loop here.
   if runner is not None and hasattr(runner, "_event_loop"):
     runner._event_loop.set_exception_handler(_quiet_lost_workers)  # pylint: disable=protected-access

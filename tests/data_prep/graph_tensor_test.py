@@ -9,7 +9,6 @@ import tensorflow_gnn as tfgnn
 
 from data_prep import graph_tensor as gt
 from data_prep import partition
-from data_prep import write_schemas
 
 
 def _graph_arrays(seed: int = 0, n: int = 5):
@@ -20,6 +19,11 @@ def _graph_arrays(seed: int = 0, n: int = 5):
 
 def _spec():
   return gt.graph_spec(gt.graph_schema(3, 4, 2))
+
+
+def _read(path, spec=None):
+  spec = spec or _spec()
+  return tf.data.TFRecordDataset(str(path), compression_type="GZIP").map(lambda s: tfgnn.parse_single_example(spec, s))
 
 
 def test_encoding_equals_tfgnn_write_example():
@@ -37,7 +41,7 @@ def test_tfrecord_round_trip_is_exact(tmp_path):
   graphs = [_graph_arrays(seed, n=5 + seed) for seed in range(3)]
   path = tmp_path / "g.tfrecord.gz"
   assert gt.write_tfrecord(path, (gt.encode_graph(**g) for g in graphs)) == 3
-  back = list(gt.read_graphs(str(path), _spec()))
+  back = list(_read(path))
   for g, t in zip(graphs, back):
     nodes = t.node_sets[gt.NODES]
     np.testing.assert_array_equal(nodes[gt.FEATURES], g["features"])
@@ -48,35 +52,6 @@ def test_tfrecord_round_trip_is_exact(tmp_path):
     np.testing.assert_array_equal(adj.source, np.concatenate([e[:, 0], e[:, 1]]))
     np.testing.assert_array_equal(adj.target, np.concatenate([e[:, 1], e[:, 0]]))
     assert int(t.context[gt.LABEL]) == g["label"]
-
-
-def test_batches_merge_to_components_and_flat_round_trip(tmp_path):
-  graphs = [_graph_arrays(seed, n=4 + seed) for seed in range(5)]
-  path = tmp_path / "g.tfrecord.gz"
-  gt.write_tfrecord(path, (gt.encode_graph(**g) for g in graphs))
-  batch = next(iter(gt.batched(gt.read_graphs(str(path), _spec()), 3)))
-  assert batch.rank == 0
-  np.testing.assert_array_equal(batch.node_sets[gt.NODES].sizes, [4, 5, 6])
-  # Edge endpoints are shifted into the merged node numbering.
-  assert int(tf.reduce_max(batch.edge_sets[gt.EDGES].adjacency.source)) < 15
-  flat = gt.to_flat(batch)
-  assert all(isinstance(v, tf.Tensor) for v in flat.values())
-  back = gt.from_flat(flat)
-  for name in (gt.FEATURES, gt.RWSE, gt.DSE):
-    np.testing.assert_array_equal(back.node_sets[gt.NODES][name], batch.node_sets[gt.NODES][name])
-  np.testing.assert_array_equal(back.edge_sets[gt.EDGES].adjacency.target,
-                                batch.edge_sets[gt.EDGES].adjacency.target)
-  np.testing.assert_array_equal(back.context[gt.LABEL], batch.context[gt.LABEL])
-
-
-@pytest.mark.parametrize("name", partition.ALL_DATASETS)
-def test_checked_in_schemas_match_the_data(data_dir, name):
-  assert gt.load_schema(name) == tfgnn.parse_schema(write_schemas.schema_for(name, str(data_dir)))
-
-
-def test_unknown_schema():
-  with pytest.raises(ValueError, match="no checked-in schema for dataset 'NOPE'"):
-    gt.load_schema("NOPE")
 
 
 def test_parse_batch_equals_tfgnn_parse_and_pads(tmp_path):
@@ -96,5 +71,9 @@ def test_parse_batch_equals_tfgnn_parse_and_pads(tmp_path):
   np.testing.assert_array_equal(got.context[gt.LABEL], expected.context[gt.LABEL])
   path = tmp_path / "g.tfrecord.gz"
   gt.write_tfrecord(path, serialized.numpy().tolist())
-  batches = list(gt.read_batches(str(path), batch_size=2, feature_dim=3, padded_feature_dim=3, n_rw=4, n_dg=2))
+  batches = [gt.parse_batch(s, feature_dim=3, padded_feature_dim=3, n_rw=4, n_dg=2)
+             for s in gt.read_serialized_batches(str(path), batch_size=2)]
   assert [int(tf.size(b.context[gt.LABEL])) for b in batches] == [2, 2, 1]
+  np.testing.assert_array_equal(batches[1].node_sets[gt.NODES].sizes, [6, 7])
+  # Edge endpoints are shifted into the merged node numbering.
+  assert int(tf.reduce_max(batches[1].edge_sets[gt.EDGES].adjacency.source)) < 13

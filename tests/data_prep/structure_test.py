@@ -59,15 +59,3 @@ def test_dse_clips_degree_to_1_ndg():
   # Degrees 4, 1, 1, 1, 1, 0 -> clipped 3, 1, 1, 1, 1, 1 -> slots 2, 0, 0, 0, 0, 0.
   np.testing.assert_array_equal(got.argmax(1), [2, 0, 0, 0, 0, 0])
   np.testing.assert_array_equal(got.sum(1), np.ones(6))
-
-
-def test_select_embedding_types():
-  rw = np.full((2, 3), 0.5, np.float32)
-  dg = np.eye(2, 4, dtype=np.float32)
-  assert structure.select_embedding(rw, dg, "rw") is rw
-  assert structure.select_embedding(rw, dg, "dg") is dg
-  np.testing.assert_array_equal(structure.select_embedding(rw, dg, "rw_dg"), np.concatenate([rw, dg], 1))
-  np.testing.assert_array_equal(structure.select_embedding(rw, dg, "ones"), np.ones((2, 7)))
-  assert structure.embedding_width("ones", 3, 4) == 7 and structure.embedding_width("dg", 3, 4) == 4
-  with pytest.raises(ValueError, match="'walk' is not a valid EmbeddingType"):
-    structure.select_embedding(rw, dg, "walk")

@@ -140,7 +140,10 @@ def _train(model, dataset, steps: int) -> float:
 @pytest.mark.parametrize("kind", ["gin", "decoupled"])
 def test_models_learn_mutag(mutag, kind):
   client, spec = mutag
-  train = gt.batched(gt.read_graphs(client.files["train"], spec), 32, shuffle_seed=0).cache()
+  del spec
+  train = gt.read_serialized_batches(client.files["train"], batch_size=32, shuffle_seed=0).map(
+      lambda s: gt.parse_batch(s, feature_dim=client.feature_dim, padded_feature_dim=client.feature_dim,
+                               n_rw=16, n_dg=16)).cache()
   labels = np.concatenate([g.context[gt.LABEL].numpy() for g in train])
   majority = np.bincount(labels).max() / len(labels)
   model = models.build_model(models.ModelSpec(kind=kind, feature_dim=client.feature_dim, num_classes=2), seed=0)

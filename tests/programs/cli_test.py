@@ -87,7 +87,8 @@ def test_killed_run_resumes_to_the_same_final_metrics(data_dir, cache_dir, tmp_p
 
 
 @pytest.mark.parametrize("flag, code, message", [
-    ("--algorithm=fedfoo", 1, "value should be one of"),
+    ("--algorithm=fedfoo", 2, "unknown algorithm 'fedfoo'"),
+    ("--plugins=no_such_module", 2, "cannot import 'no_such_module'"),
     ("--setting=nope", 2, "unknown setting 'nope'"),
     ("--rounds=0", 1, "--rounds=0"),
     ("--data_dir=/nonexistent/tu", 2, "data folder /nonexistent/tu does not exist"),

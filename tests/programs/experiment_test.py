@@ -12,15 +12,14 @@ import tensorflow as tf
 from tff_graph import algorithms
 from tff_graph import comparison
 from tff_graph import experiment
-from tff_graph.federated import driver
+from tff_graph import program_logic
 from tff_graph.models import export
+from tests.conftest import experiment_config
 
 
-def _config(algorithm: str, **kw) -> experiment.ExperimentConfig:
-  base = dict(algorithm=algorithm, setting="MUTAG:2", rounds=2, seeds=(1,), checkpoint_every=1,
-              eps1=10.0, eps2=0.0)
-  base.update(kw)
-  return experiment.ExperimentConfig(**base)
+def _config(algorithm: str, setting="MUTAG:2", seeds=(1,), **kw) -> experiment.ExperimentConfig:
+  return experiment_config(algorithm, rounds=2, data=dict(setting=setting), run=dict(seeds=seeds),
+                           clustering=dict(eps1=10.0, eps2=0.0), **kw)
 
 
 def _tags(folder) -> set[str]:
@@ -37,7 +36,7 @@ def mutag2(data_dir, cache_dir):
   return cache.prepare_setting("MUTAG:2", data_dir=data_dir, cache_dir=cache_dir)
 
 
-@pytest.mark.parametrize("algorithm", sorted(algorithms.ALGORITHMS))
+@pytest.mark.parametrize("algorithm", algorithms.names())
 def test_every_algorithm_runs_and_fills_its_run_folder(tff_context, mutag2, tmp_path, algorithm):
   result = experiment.run_experiment(_config(algorithm), mutag2, tmp_path / "run")
   run = tmp_path / "run"
@@ -52,7 +51,8 @@ def test_every_algorithm_runs_and_fills_its_run_folder(tff_context, mutag2, tmp_
   assert float(rows[-1]["average/test_accuracy"]) == pytest.approx(result.seeds[0].curve[-1][1])
   tags = _tags(seed / "tensorboard")
   assert {"eval/average/test_accuracy", f"eval/{ids[0]}/test_loss", f"train/{ids[1]}/train_loss"} <= tags
-  if algorithms.ALGORITHMS[algorithm].clustering:
+  assert "server/server/train/train_loss" in tags  # Server metrics are released too.
+  if "clustering" in algorithms.get(algorithm).options:
     assert "gcfl/clusters" in tags and (run / "clusters.png").is_file()
     assert set(result.seeds[0].gcfl["best_snapshot_accuracy"]) == set(ids)
   for cid in ids:
@@ -63,17 +63,17 @@ def test_every_algorithm_runs_and_fills_its_run_folder(tff_context, mutag2, tmp_
 def test_saved_models_predict_like_the_final_client_models(tff_context, chem_tiny, tmp_path):
   config = _config("fedstar", setting="chem_tiny")
   experiment.run_experiment(config, chem_tiny, tmp_path / "run")
-  # Rebuild the final simulation state from the run's last checkpoint + one round, and compare.
-  sim = driver.Simulation(chem_tiny, config.run_config(1))
-  driver.run(sim, 2)
-  for c in chem_tiny.clients[:3]:
+  # The same run again through the library's loop, and its final client models.
+  process = experiment.build_process(config, chem_tiny, 1)
+  result = program_logic.train_process(process, chem_tiny.clients, seed=1, rounds=2)
+  for i, c in enumerate(chem_tiny.clients[:3]):
     examples = [r.numpy() for r in tf.data.TFRecordDataset(c.files["test"], compression_type="GZIP")]
     got = export.predict_saved_model(tmp_path / "run" / "seed_1" / "models" / c.client_id, examples).numpy()
     assert got.shape == (len(examples), c.num_classes)
-    model = sim.client_model(c.client_id)
+    model = process.client_model(result.state.server_state, result.state.client_states[i], i)
     from data_prep import graph_tensor as gt  # pylint: disable=g-import-not-at-top
     graph = gt.parse_batch(tf.constant(examples), feature_dim=c.feature_dim,
-                           padded_feature_dim=sim.spec.feature_dim, n_rw=16, n_dg=16)
+                           padded_feature_dim=process.input_spec.feature_dim, n_rw=16, n_dg=16)
     expected = tf.nn.softmax(model(graph, training=False)[:, :c.num_classes]).numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
@@ -100,7 +100,7 @@ def test_run_folder_rules(tmp_path):
   (folder / "config.json").write_text(_config("fedstar").to_json())
   with pytest.raises(experiment.RunFolderError, match="another configuration"):
     experiment.check_run_folder(folder, config)
-  (folder / "config.json").write_text(config.to_json())
+  (folder / "config.json").write_text(experiment.run_record(config))
   experiment.check_run_folder(folder, config)  # Same run, unfinished: resumable.
   (folder / "DONE").write_text("")
   with pytest.raises(experiment.RunFolderError, match="finished run"):
@@ -133,3 +133,18 @@ def test_comparison_table_gains_against_local(mutag2):
   assert rows[0].mean == pytest.approx(60.0) and rows[0].std == pytest.approx(5.0)
   assert rows[1].parameters > rows[0].parameters and rows[0].shared_parameters == 0
   assert "| fedstar | 60.00 ± 0.00 | +0.00 | 0.50 |" in comparison.to_markdown(rows)
+
+
+def test_parameter_counts_follow_the_configured_embedding(chem_tiny):
+  # The structure projection reads 32 embedding features with rw_dg (and ones), 16 with rw or dg:
+  # 16 * 64 = 1024 parameters fewer, all of them in the shared structure encoder.
+  counts = {e: experiment.parameter_counts(_config("fedstar", setting="chem_tiny", model=dict(embedding_type=e)),
+                                           chem_tiny) for e in ("rw_dg", "rw", "dg", "ones")}
+  total, shared = counts["rw_dg"]
+  assert counts["rw"] == counts["dg"] == (total - 1024, shared - 1024)
+  assert counts["ones"] == (total, shared)
+  from tff_graph.models import classifiers  # pylint: disable=g-import-not-at-top
+  width = max(c.feature_dim for c in chem_tiny.clients)
+  model = classifiers.build_model(classifiers.ModelSpec(kind="decoupled", feature_dim=width, num_classes=2,
+                                                        embedding_type="rw"))
+  assert counts["rw"] == (model.parameter_counts()["total"], model.parameter_counts()["structure_encoder"])

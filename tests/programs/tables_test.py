@@ -21,10 +21,13 @@ CLIENTS = ("0-MUTAG", "1-MUTAG")
 
 
 def _run(folder: pathlib.Path, algorithm: str, seed: int, accuracies, *, best=None, **overrides) -> None:
-  config = experiment.ExperimentConfig(algorithm=algorithm, setting=SETTING, rounds=200, seeds=(seed,),
-                                       **overrides)
+  flat = dict(algorithm=algorithm, setting=SETTING, rounds=200, seeds=[seed], **overrides)
   folder.mkdir(parents=True)
-  (folder / "config.json").write_text(config.to_json())
+  if overrides.pop("legacy", False):  # A run folder written before the configuration tree.
+    flat.pop("legacy")
+    (folder / "config.json").write_text(json.dumps(flat))
+  else:
+    (folder / "config.json").write_text(experiment.ExperimentConfig.from_dict(flat).to_json())
   final = {cid: {"test_accuracy": a, "val_accuracy": 0.5} for cid, a in zip(CLIENTS, accuracies)}
   gcfl = None if best is None else {"best_snapshot_accuracy": dict(zip(CLIENTS, best))}
   (folder / f"seed_{seed}").mkdir()
@@ -41,12 +44,12 @@ def two_seed_folders(tmp_path):
   _run(a / "fedavg", "fedavg", 1, [0.9, 0.5])
   _run(b / "fedavg", "fedavg", 2, [0.7, 0.5])
   _run(a / "gcfl", "gcfl", 1, [0.6, 0.6], best=[0.7, 0.8])
-  _run(b / "gcfl", "gcfl", 2, [0.6, 0.6], best=[0.9, 0.8])
+  _run(b / "gcfl", "gcfl", 2, [0.6, 0.6], best=[0.9, 0.8], legacy=True)
   _run(a / "fedstar_rw", "fedstar", 1, [0.75, 0.75], embedding_type="rw")
   unfinished = tmp_path / "seed3" / "fedavg"
   unfinished.mkdir(parents=True)
-  (unfinished / "config.json").write_text(experiment.ExperimentConfig(
-      algorithm="fedavg", setting=SETTING, rounds=200, seeds=(3,)).to_json())
+  (unfinished / "config.json").write_text(experiment.ExperimentConfig.from_dict(
+      dict(algorithm="fedavg", setting=SETTING, rounds=200, seeds=(3,))).to_json())
   return [a, b, tmp_path / "seed3"]
 
 

@@ -1,3 +1,3 @@
 """TFF aggregation factories of tff-graph."""
 
-from tff_graph.aggregators.clusterwise_mean import ClusterwiseMeanFactory
+from tff_graph.aggregators.clusterwise_mean import ClusterwiseFactory

@@ -57,6 +57,30 @@ class TrainingConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class InputSpec:
+  """What every client of a setting parses: the model's input widths.
+
+  Attributes:
+    feature_dim: node-feature width the model reads (clients' narrower features are zero-padded).
+    num_classes: number of logits (clients with fewer classes have the others masked out).
+    n_rw, n_dg: widths of the stored RWSE and DSE node features.
+  """
+
+  feature_dim: int
+  num_classes: int
+  n_rw: int = 16
+  n_dg: int = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientSpec:
+  """One client's own data widths (what a model_fn may use, e.g. for initialisation)."""
+
+  feature_dim: int
+  num_classes: int
+
+
+@dataclasses.dataclass(frozen=True)
 class SharingLayout:
   """Which of a model's trainable variables are shared, derived from its declared parts.
 
@@ -70,9 +94,9 @@ class SharingLayout:
   private_index: tuple[int, ...]
 
   @classmethod
-  def of(cls, model: classifiers.PartitionedModel, shared_parts: Sequence[str]) -> "SharingLayout":
-    model.check_partition()
-    shared_ids = {id(v) for v in model.part_variables(shared_parts)}
+  def of(cls, model: tf.keras.Model, shared_parts: Sequence[str]) -> "SharingLayout":
+    classifiers.check_partition(model)
+    shared_ids = {id(v) for v in classifiers.part_variables(model, shared_parts)}
     tv = model.trainable_variables
     return cls(shared_parts=tuple(shared_parts),
                shared_index=tuple(i for i, v in enumerate(tv) if id(v) in shared_ids),
@@ -86,17 +110,18 @@ class SharingLayout:
 
 
 def client_input_spec() -> "collections.OrderedDict[str, tf.TensorSpec]":
-  """What the driver sends each client every round (no data: only where its files are).
+  """What the program sends each client every round (no data: only where its files are).
 
-  `client_index` is echoed in every CLIENTS-placed output so the driver can match outputs to clients
-  whatever order an execution context returns them in (a multi-worker context regroups clients).
+  `client_index` (the client's position in the setting) is echoed in every CLIENTS-placed output so
+  the program can match outputs to clients whatever order an execution context returns them in (a
+  multi-worker context regroups clients); clustered processes also use it to look up the client's
+  cluster. `shuffle_seed` is this round's shuffling seed of the client's train split.
   """
   return collections.OrderedDict(
       train=tf.TensorSpec([], tf.string), val=tf.TensorSpec([], tf.string),
       test=tf.TensorSpec([], tf.string), feature_dim=tf.TensorSpec([], tf.int32),
       num_classes=tf.TensorSpec([], tf.int32), train_size=tf.TensorSpec([], tf.float32),
-      bucket=tf.TensorSpec([], tf.int32), shuffle_seed=tf.TensorSpec([], tf.int64),
-      client_index=tf.TensorSpec([], tf.int32))
+      shuffle_seed=tf.TensorSpec([], tf.int64), client_index=tf.TensorSpec([], tf.int32))
 
 
 def masked_logits(logits: tf.Tensor, num_classes: tf.Tensor) -> tf.Tensor:
@@ -112,12 +137,13 @@ class ClientWork:
   constructor creates the model's variables and the optimizer slots.
   """
 
-  def __init__(self, model_fn: Callable[[], classifiers.PartitionedModel], shared_parts: Sequence[str],
-               config: TrainingConfig):
+  def __init__(self, model_fn: Callable[[], tf.keras.Model], shared_parts: Sequence[str],
+               config: TrainingConfig, input_spec: InputSpec):
     self.model = model_fn()
     self.layout = SharingLayout.of(self.model, shared_parts)
     self.config = config
-    self.spec = self.model.spec
+    self.spec = input_spec
+    self.random_states = classifiers.random_states(self.model)
     tv = self.model.trainable_variables
     self.m = [tf.Variable(tf.zeros_like(v), trainable=False, name="adam_m") for v in tv]
     self.v = [tf.Variable(tf.zeros_like(v), trainable=False, name="adam_v") for v in tv]
@@ -131,7 +157,7 @@ class ClientWork:
     return collections.OrderedDict(
         private=[tf.identity(v) for v in self.layout.private(tv)],
         adam_m=[tf.zeros_like(v) for v in tv], adam_v=[tf.zeros_like(v) for v in tv],
-        adam_step=tf.constant(0, tf.int64), rng=tf.identity(self.model.rng_state()))
+        adam_step=tf.constant(0, tf.int64), rng=[tf.identity(r) for r in self.random_states])
 
   def shared_values(self) -> list[tf.Tensor]:
     return [tf.identity(v) for v in self.layout.shared(self.model.trainable_variables)]
@@ -147,14 +173,15 @@ class ClientWork:
     for v, x in zip(self.v, state["adam_v"]):
       v.assign(x)
     self.step.assign(state["adam_step"])
-    self.model.rng_state().assign(state["rng"])
+    for r, x in zip(self.random_states, state["rng"]):
+      r.assign(x)
 
   def _state(self) -> "collections.OrderedDict[str, object]":
     tv = self.model.trainable_variables
     return collections.OrderedDict(
         private=[tf.identity(v) for v in self.layout.private(tv)],
         adam_m=[tf.identity(v) for v in self.m], adam_v=[tf.identity(v) for v in self.v],
-        adam_step=tf.identity(self.step), rng=tf.identity(self.model.rng_state()))
+        adam_step=tf.identity(self.step), rng=[tf.identity(r) for r in self.random_states])
 
   def _batches(self, path, shuffle_seed=None) -> tf.data.Dataset:
     """Serialized batches; `_parse` each inside the loop body (no per-call function instantiation)."""

@@ -1,155 +1,455 @@
-"""The federated computations of every algorithm: one round, and evaluation.
+r"""The one federated process of tff-graph: stateful clients, a shared part, pluggable aggregation.
 
-    next:     (<shared weights, K buckets>@SERVER, {client state}@CLIENTS, {client input}@CLIENTS)
-                -> (<shared weights, K buckets>@SERVER, {client state}@CLIENTS, {client report}@CLIENTS)
-    evaluate: (<shared weights>@SERVER, {client state}@CLIENTS, {client input}@CLIENTS)
-                -> {val/test loss and accuracy}@CLIENTS
+Every algorithm is this process with other components (`tff_graph.algorithms` builds them):
+
+    initialize: ( -> S@SERVER)
+    next:       (<S@SERVER, {C}@CLIENTS, {D}@CLIENTS> -> <state=S@SERVER, client_states={C}@CLIENTS,
+                  metrics=<server=M@SERVER, clients={R}@CLIENTS>>)
+    evaluate:   (<S@SERVER, {C}@CLIENTS, {D}@CLIENTS> -> {E}@CLIENTS)
+
+with the server state S = `<round, shared, aggregator, clusters, rule>`:
+
+* `round` (int32): rounds completed;
+* `shared`: the shared part's weights (the model's declared `shared_parts`), as a list in
+  `model.trainable_variables` order; clustered processes keep one slot per cluster (leading axis K);
+* `aggregator`: the state of the aggregation process (`model_aggregator`, any `tff.aggregators`
+  factory: weighted or unweighted; default `tff.aggregators.MeanFactory()` weighted by train size);
+* `clusters` / `rule` (clustered processes only, `()` otherwise): every client's cluster
+  (`assignment` int32 [N], `count`) and the split rule's state (`tff_graph.federated.cluster_rules`).
+
+A client state C holds the private weights (every trainable variable outside the shared part), the
+torch-style Adam moments and step of all variables, and the dropout generator states; it never
+leaves CLIENTS (no SERVER-placed value has its type). D is `client_work.client_input_spec()`: where
+the client's TFRecords are, its widths, train size, this round's shuffling seed and its index.
 
 Data flow of `next`:
 
-    shared@SERVER --broadcast--> each client gathers its bucket's weights
-    client state@CLIENTS ------> ClientWork.train (E local epochs) --> new client state@CLIENTS
-                                      | update (shared part only), bucket, train size
-                                      v
-                          aggregator (ClusterwiseMeanFactory) --> mean update per bucket@SERVER
-    shared@SERVER + mean update (buckets with clients) --> new shared@SERVER
+    shared@SERVER --broadcast--> client gathers its cluster's weights (index 0 when unclustered)
+    C@CLIENTS -----------------> ClientWork.train (E local epochs) --> new C@CLIENTS, report R@CLIENTS
+                                      | update (shared part only), weight (train size)
+       clustered only:                v
+       updates, norms --federated_aggregate--> split rule @SERVER --> new assignment --broadcast--+
+                                      |                                                          |
+                                      v  (update, cluster)  <-------------------------------------+
+                          model_aggregator (per cluster: ClusterwiseFactory) --> mean update@SERVER
+    shared (each slot from its source cluster) + mean update (slots with clients) --> new shared@SERVER
 
-The private part of the model, the optimizer state and the dropout stream live only in the
-CLIENTS-placed state: no SERVER-placed value has their type (tested on the type signature). With no
-shared part (the Local baseline) `next` has no SERVER value at all and is a plain federated map.
+Server metrics M: the mean over the round's clients of their train metrics, the aggregator's
+measurements and, clustered, the split step's record (assignment, count, source, split, norms).
+Clustered processes send each client's whole update to the server (GCFL's similarities need it):
+nothing in them is hidden from the server, whatever the aggregator.
 
-Every CLIENTS-placed output carries the client's `client_index` (from its input): contexts that
-spread clients over several workers may return CLIENTS values in another order.
-
-Client reports hold the training metrics and, when `report_updates` is set (GCFL), each client's
-update: the values the server-side clustering needs are explicit in the signature.
+With no shared part (Local) `shared` is empty and nothing is aggregated; the signature is the same.
+Every CLIENTS-placed output carries the client's `client_index`.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_graph.aggregators import ClusterwiseMeanFactory
+from tff_graph.aggregators import ClusterwiseFactory
 from tff_graph.federated import client_work as cw
+from tff_graph.federated import cluster_rules
 from tff_graph.models import classifiers
 
-
-@dataclasses.dataclass(frozen=True)
-class FederatedProcess:
-  """The computations plus the types a driver needs to build their arguments."""
-
-  next: tff.Computation
-  evaluate: tff.Computation
-  shared_parts: tuple[str, ...]
-  num_buckets: int
-  has_shared: bool
-  # (shared before a round@SERVER, {update, bucket}@CLIENTS, train size@CLIENTS) -> shared@SERVER:
-  # averages already-reported updates into (new) buckets with the same aggregator (GCFL splits).
-  reaggregate: tff.Computation | None = None
+ModelFn = Callable[[int, "cw.ClientSpec | None"], tf.keras.Model]
+Aggregator = tff.aggregators.WeightedAggregationFactory | tff.aggregators.UnweightedAggregationFactory
 
 
-def _tensor_specs(values) -> list[tf.TensorSpec]:
+class ProcessError(ValueError):
+  """A process cannot be built from the given components."""
+
+
+def _numpy(structure: Any) -> Any:
+  return tf.nest.map_structure(np.asarray, structure)
+
+
+def _odict_type(items) -> tff.StructWithPythonType:
+  """A named struct type whose values reach TensorFlow code as OrderedDicts."""
+  return tff.StructWithPythonType(list(items), collections.OrderedDict)
+
+
+def _specs(values) -> list[tf.TensorSpec]:
   return [tf.TensorSpec(v.shape, v.dtype) for v in values]
 
 
-def build_federated_process(model_fn: Callable[[int], classifiers.PartitionedModel],
-                            shared_parts: Sequence[str], config: cw.TrainingConfig, *,
-                            num_buckets: int = 1, report_updates: bool = False) -> FederatedProcess:
-  """Builds the round and evaluation computations.
+@dataclasses.dataclass(frozen=True)
+class Clustering:
+  """Clustered aggregation: K cluster slots over `num_clients` clients, split by `rule`."""
+
+  rule: cluster_rules.SplitRule
+  num_clients: int
+  capacity: int | None = None  # Default: num_clients (clusters are never empty).
+
+  @property
+  def slots(self) -> int:
+    return self.capacity or self.num_clients
+
+
+class GraphProcess(tff.templates.IterativeProcess):
+  """A `tff.templates.IterativeProcess` with stateful clients (see module docstring).
+
+  Besides `initialize` and `next`: `evaluate` (a computation), `initial_client_state(seed, client)`
+  (a client's first state), `client_model(server_state, client_state, client_index)` (a Keras model
+  holding a client's current weights) and the facts a program needs (`shared_parts`,
+  `shared_variable_names`, `clustering`, `input_spec`).
+  """
+
+  def __init__(self, initialize_fn, next_fn, *, evaluate_fn, model_fn: ModelFn, input_spec: cw.InputSpec,
+               shared_parts: tuple[str, ...], training: cw.TrainingConfig, clustering: Clustering | None,
+               shared_variable_names: tuple[str, ...], aggregator: Aggregator):
+    super().__init__(initialize_fn, next_fn, next_is_multi_arg=True)
+    self._evaluate = evaluate_fn
+    self.model_fn = model_fn
+    self.input_spec = input_spec
+    self.shared_parts = shared_parts
+    self.training = training
+    self.clustering = clustering
+    self.shared_variable_names = shared_variable_names
+    self.aggregator = aggregator
+
+  @property
+  def evaluate(self) -> tff.Computation:
+    return self._evaluate
+
+  def _work(self, seed: int = 0, client: cw.ClientSpec | None = None) -> cw.ClientWork:
+    return cw.ClientWork(lambda: self.model_fn(seed, client), self.shared_parts, self.training, self.input_spec)
+
+  def initial_client_state(self, seed: int, client: cw.ClientSpec) -> Any:
+    """The state a client starts from: its model built from `seed` (its private weights), zero Adam
+    moments, its dropout generators. Plain NumPy values (the program keeps them by client)."""
+    return _numpy(self._work(seed, client).initial_state())
+
+  def client_weights(self, server_state: Any, client_state: Any, client_index: int) -> list[np.ndarray]:
+    """The client's current trainable weights: its cluster's shared weights + its private weights."""
+    work = self._work()
+    shared = [np.asarray(w) for w in server_state["shared"]]
+    if self.clustering is not None:
+      cluster = int(np.asarray(server_state["clusters"]["assignment"])[client_index])
+      shared = [w[cluster] for w in shared]
+    values: list[Any] = [None] * len(work.model.trainable_variables)
+    for i, w in zip(work.layout.shared_index, shared):
+      values[i] = w
+    for i, w in zip(work.layout.private_index, client_state["private"]):
+      values[i] = np.asarray(w)
+    return values
+
+  def client_model(self, server_state: Any, client_state: Any, client_index: int,
+                   client: cw.ClientSpec | None = None) -> tf.keras.Model:
+    """A Keras model holding one client's current weights (for export or inspection)."""
+    work = self._work(0, client)
+    for v, x in zip(work.model.trainable_variables, self.client_weights(server_state, client_state, client_index)):
+      v.assign(x)
+    return work.model
+
+
+def shared_variable_names(model: tf.keras.Model, shared_parts: Sequence[str]) -> tuple[str, ...]:
+  """`<part>/<variable path inside the model>` of every shared variable, in `trainable_variables` order."""
+  part_of = {}
+  for part, layer_list in classifiers.model_parts(model).items():
+    for layer in layer_list:
+      for v in layer.trainable_variables:
+        part_of[id(v)] = part
+  prefix = model.name + "/"
+  out = []
+  for v in model.trainable_variables:
+    if part_of.get(id(v)) in shared_parts:
+      name = v.name[len(prefix):] if v.name.startswith(prefix) else v.name
+      out.append(f"{part_of[id(v)]}/{name.rsplit(':', 1)[0]}")
+  return tuple(out)
+
+
+def _aggregate(process, state, value, weight, weighted: bool):
+  return process.next(state, value, weight) if weighted else process.next(state, value)
+
+
+def build_process(*, model_fn: ModelFn, input_spec: cw.InputSpec, shared_parts: Sequence[str],
+                  training: cw.TrainingConfig = cw.TrainingConfig(), init_seed: int = 0,
+                  model_aggregator: Aggregator | None = None,
+                  clustering: Clustering | None = None) -> GraphProcess:
+  """Composes the process of the module docstring.
 
   Args:
-    model_fn: builds the (padded) model of the setting from an integer seed.
-    shared_parts: names of the model parts that are averaged; empty for no communication.
-    config: local training hyper-parameters (FedProx: `proximal_mu` > 0).
-    num_buckets: K, the number of clusters the shared weights are kept for (1 = plain FedAvg).
-    report_updates: also return each client's update at CLIENTS (GCFL's similarity needs it).
+    model_fn: `model_fn(seed, client)` builds the (padded) Keras model from an integer seed; `client`
+      is a `ClientSpec` (the client's own widths) when a client's initial model is built, else None.
+      The model declares its parts (`parts()`, see `tff_graph.models.PartitionedModel`).
+    input_spec: the widths every client parses (`InputSpec`).
+    shared_parts: names of the model parts that are aggregated; empty for no communication.
+    training: local training hyper-parameters (FedProx: `proximal_mu` > 0).
+    init_seed: seed of the server's initial shared weights (`model_fn(init_seed, None)`).
+    model_aggregator: a `tff.aggregators` factory for the shared update (weighted: by train size);
+      default `tff.aggregators.MeanFactory()`. Clustered processes apply it per cluster
+      (`ClusterwiseFactory`; default: the exact weighted mean in one sum).
+    clustering: `Clustering` for cluster-wise aggregation with dynamic splits (GCFL); None for one
+      shared model.
+
+  Returns:
+    A `GraphProcess`.
+
+  Raises:
+    ProcessError: if the model's parts do not cover its variables, a part is unknown, or the
+      aggregator is not a `tff.aggregators` factory.
   """
   shared_parts = tuple(shared_parts)
-  # Types, from a throw-away instance in its own graph.
+  if model_aggregator is not None and not isinstance(model_aggregator, (
+      tff.aggregators.WeightedAggregationFactory, tff.aggregators.UnweightedAggregationFactory)):
+    raise ProcessError(f"model_aggregator must be a tff.aggregators factory, got {type(model_aggregator).__name__}")
   with tf.Graph().as_default():
-    probe = cw.ClientWork(lambda: model_fn(0), shared_parts, config)
-    shared_specs = _tensor_specs(probe.layout.shared(probe.model.trainable_variables))
-    state_specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), probe.initial_state())
+    try:
+      probe = cw.ClientWork(lambda: model_fn(0, None), shared_parts, training, input_spec)
+    except ValueError as e:  # PartitionError included.
+      raise ProcessError(str(e)) from e
+    tv = probe.model.trainable_variables
+    shared_specs = _specs(probe.layout.shared(tv))
+    names = shared_variable_names(probe.model, shared_parts)
+    state_type = tff.types.tensorflow_to_type(
+        tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), probe.initial_state()))
   has_shared = bool(shared_specs)
-  stacked_type = [tff.TensorType(s.dtype.as_numpy_dtype, [num_buckets, *s.shape]) for s in shared_specs]
-  state_type = tff.types.tensorflow_to_type(state_specs)
+  k = clustering.slots if clustering is not None else None
+  num_clients = clustering.num_clients if clustering is not None else None
+  if clustering is not None and not has_shared:
+    raise ProcessError("a clustered process needs a shared part")
+  if clustering is not None and clustering.slots > clustering.num_clients:
+    raise ProcessError(f"capacity {clustering.slots} > num_clients {clustering.num_clients}")
+
+  shared_type = [tff.TensorType(s.dtype.as_numpy_dtype, ([k] if k else []) + list(s.shape)) for s in shared_specs]
   input_type = tff.types.tensorflow_to_type(cw.client_input_spec())
+  if clustering is not None:
+    clusters_type = _odict_type([("assignment", tff.TensorType(np.int32, [num_clients])),
+                                    ("count", tff.TensorType(np.int32))])
+    rule_init = clustering.rule.initial_state(num_clients)
+    rule_type = tff.types.tensorflow_to_type(tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), rule_init))
+  broadcast_type = _odict_type([("shared", shared_type),
+                                   ("assignment", clusters_type.assignment if clustering else tff.StructType([]))])
 
-  def select(stacked, bucket):
-    return [tf.gather(w, bucket) for w in stacked]
+  def model_fn0():
+    return model_fn(0, None)
 
-  @tff.tensorflow.computation(stacked_type, state_type, input_type)
-  def client_train(stacked, state, inputs):
-    work = cw.ClientWork(lambda: model_fn(0), shared_parts, config)
-    out = work.train(select(stacked, inputs["bucket"]), state, inputs)
+  def client_weights(broadcast, inputs):
+    if clustering is None:
+      return list(broadcast["shared"])
+    cluster = tf.gather(broadcast["assignment"], inputs["client_index"])
+    return [tf.gather(w, cluster) for w in broadcast["shared"]]
+
+  @tff.tensorflow.computation(broadcast_type, state_type, input_type)
+  def client_train(broadcast, state, inputs):
+    work = cw.ClientWork(model_fn0, shared_parts, training, input_spec)
+    out = work.train(client_weights(broadcast, inputs), state, inputs)
     report = collections.OrderedDict(out["metrics"])
     report["client_index"] = inputs["client_index"]
-    if report_updates:
-      report["update"] = out["update"]
-    return collections.OrderedDict(
-        contribution=collections.OrderedDict(update=out["update"], bucket=inputs["bucket"]),
-        weight=out["weight"], state=out["state"], report=report)
+    return collections.OrderedDict(update=out["update"], weight=out["weight"], state=out["state"],
+                                   report=report)
 
-  @tff.tensorflow.computation(stacked_type, state_type, input_type)
-  def client_evaluate(stacked, state, inputs):
-    work = cw.ClientWork(lambda: model_fn(0), shared_parts, config)
-    metrics = work.evaluate(select(stacked, inputs["bucket"]), state, inputs)
+  @tff.tensorflow.computation(broadcast_type, state_type, input_type)
+  def client_evaluate(broadcast, state, inputs):
+    work = cw.ClientWork(model_fn0, shared_parts, training, input_spec)
+    metrics = work.evaluate(client_weights(broadcast, inputs), state, inputs)
     metrics["client_index"] = inputs["client_index"]
     return metrics
 
-  if not has_shared:
-    @tff.federated_computation(tff.FederatedType(state_type, tff.CLIENTS),
-                               tff.FederatedType(input_type, tff.CLIENTS))
-    def next_local(states, inputs):
-      out = tff.federated_map(client_train, (tff.federated_value([], tff.CLIENTS), states, inputs))
-      return out.state, out.report
+  update_type = client_train.type_signature.result.update
+  report_type = client_train.type_signature.result.report
+  weight_type = tff.TensorType(np.float32)
+  metric_names = [n for n, _ in tff.structure.iter_elements(report_type) if n != "client_index"]
 
-    @tff.federated_computation(tff.FederatedType(state_type, tff.CLIENTS),
-                               tff.FederatedType(input_type, tff.CLIENTS))
-    def evaluate_local(states, inputs):
-      return tff.federated_map(client_evaluate, (tff.federated_value([], tff.CLIENTS), states, inputs))
+  if has_shared:
+    if clustering is not None:
+      factory = ClusterwiseFactory(k, inner=model_aggregator)
+      contribution_type = _odict_type([("update", update_type), ("cluster", tff.TensorType(np.int32))])
+      aggregation = factory.create(contribution_type, weight_type)
+      weighted = True
+    else:
+      factory = model_aggregator or tff.aggregators.MeanFactory()
+      weighted = isinstance(factory, tff.aggregators.WeightedAggregationFactory)
+      aggregation = factory.create(update_type, weight_type) if weighted else factory.create(update_type)
+    aggregator_state_type = aggregation.initialize.type_signature.result.member
+  else:
+    factory = model_aggregator
+    aggregation = None
+    aggregator_state_type = tff.StructType([])
 
-    return FederatedProcess(next=next_local, evaluate=evaluate_local, shared_parts=shared_parts, num_buckets=num_buckets, has_shared=False)
+  server_type = _odict_type([
+      ("round", tff.TensorType(np.int32)), ("shared", shared_type), ("aggregator", aggregator_state_type),
+      ("clusters", clusters_type if clustering else tff.StructType([])),
+      ("rule", rule_type if clustering else tff.StructType([]))])
 
-  contribution_type = client_train.type_signature.result.contribution
-  aggregation = ClusterwiseMeanFactory(num_buckets).create(contribution_type, tff.TensorType(np.float32))
+  # ----- initialize --------------------------------------------------------------------------------
 
-  @tff.tensorflow.computation(stacked_type, aggregation.next.type_signature.result.result.member,
-                              aggregation.next.type_signature.result.measurements.member)
-  def apply_update(stacked, mean_update, bucket_weights):
-    has = bucket_weights > 0
-    return [tf.where(has[(slice(None),) + (None,) * (len(w.shape) - 1)], w + u, w)
-            for w, u in zip(stacked, mean_update)]
+  @tff.tensorflow.computation
+  def initial_shared():
+    model = model_fn(init_seed, None)
+    layout = cw.SharingLayout.of(model, shared_parts)
+    one = [tf.identity(v) for v in layout.shared(model.trainable_variables)]
+    return [tf.repeat(w[None], k, axis=0) for w in one] if k else one
 
-  @tff.federated_computation(tff.FederatedType(stacked_type, tff.SERVER),
+  @tff.tensorflow.computation
+  def initial_extras():
+    if clustering is None:
+      return collections.OrderedDict(clusters=(), rule=())
+    return collections.OrderedDict(
+        clusters=collections.OrderedDict(assignment=tf.zeros([num_clients], tf.int32), count=tf.constant(1)),
+        rule=tf.nest.map_structure(tf.constant, rule_init))
+
+  @tff.tensorflow.computation(tff.TensorType(np.int32), shared_type, aggregator_state_type,
+                              initial_extras.type_signature.result)
+  def pack_state(round_num, shared, aggregator, extras):
+    return collections.OrderedDict(round=round_num, shared=shared, aggregator=aggregator,
+                                   clusters=extras["clusters"], rule=extras["rule"])
+
+  @tff.federated_computation()
+  def initialize_fn():
+    aggregator_state = aggregation.initialize() if aggregation is not None else tff.federated_value((), tff.SERVER)
+    return tff.federated_map(pack_state, tff.federated_zip((
+        tff.federated_value(np.int32(0), tff.SERVER), tff.federated_eval(initial_shared, tff.SERVER),
+        aggregator_state, tff.federated_eval(initial_extras, tff.SERVER))))
+
+  # ----- next ------------------------------------------------------------------------------------
+
+  @tff.tensorflow.computation(server_type)
+  def to_broadcast(server):
+    assignment = server["clusters"]["assignment"] if clustering else ()
+    return collections.OrderedDict(shared=server["shared"], assignment=assignment)
+
+  mean_report_type = _odict_type([(n, tff.TensorType(np.float32)) for n in metric_names])
+
+  @tff.tensorflow.computation(report_type)
+  def train_metrics(report):
+    return collections.OrderedDict((n, report[n]) for n in metric_names)
+
+  if clustering is not None:
+    flat_dim = int(sum(np.prod(s.shape) for s in shared_specs))
+    seq_names = ("update_norm", "last_grad_norm")
+    collected_type = _odict_type([("updates", tff.TensorType(np.float32, [num_clients, flat_dim])),
+                                     ("present", tff.TensorType(np.float32, [num_clients]))]
+                                    + [(n, tff.TensorType(np.float32, [num_clients])) for n in seq_names])
+    item_type = _odict_type([("update", update_type), ("report", report_type)])
+
+    @tff.tensorflow.computation
+    def collect_zero():
+      return collections.OrderedDict(
+          updates=tf.zeros([num_clients, flat_dim]), present=tf.zeros([num_clients]),
+          **{n: tf.zeros([num_clients]) for n in seq_names})
+
+    @tff.tensorflow.computation(collected_type, item_type)
+    def collect_one(acc, item):
+      i = [[item["report"]["client_index"]]]
+      flat = tf.concat([tf.reshape(u, [-1]) for u in item["update"]], axis=0)
+      out = collections.OrderedDict(updates=tf.tensor_scatter_nd_update(acc["updates"], i, flat[None]),
+                                    present=tf.tensor_scatter_nd_update(acc["present"], i, [1.0]))
+      for n in seq_names:
+        out[n] = tf.tensor_scatter_nd_update(acc[n], i, [item["report"][n]])
+      return out
+
+    @tff.tensorflow.computation(collected_type, collected_type)
+    def collect_merge(a, b):
+      return tf.nest.map_structure(tf.add, a, b)
+
+    @tff.tensorflow.computation(collected_type)
+    def collect_report(acc):
+      return acc
+
+    @tff.tensorflow.computation(server_type, collected_type)
+    def split_step(server, collected):
+      out = cluster_rules.split_clusters(
+          clustering.rule, server["rule"], server["clusters"]["assignment"], server["clusters"]["count"],
+          server["round"] + 1, collected["present"] > 0, collected["updates"],
+          collections.OrderedDict((n, collected[n]) for n in seq_names), k)
+      return out
+
+    split_type = split_step.type_signature.result
+
+    @tff.tensorflow.computation(tff.TensorType(np.int32, [num_clients]), item_type)
+    def contribution(assignment, item):
+      return collections.OrderedDict(update=item["update"],
+                                     cluster=tf.gather(assignment, item["report"]["client_index"]))
+
+  @tff.tensorflow.computation(server_type, aggregation.next.type_signature.result.result.member if aggregation else
+                              tff.StructType([]), aggregation.next.type_signature.result.state.member if aggregation
+                              else tff.StructType([]),
+                              aggregation.next.type_signature.result.measurements.member if aggregation
+                              else tff.StructType([]),
+                              split_type if clustering else tff.StructType([]))
+  def apply(server, mean_update, aggregator_state, measurements, split):
+    if aggregation is None:
+      shared = list(server["shared"])
+    elif clustering is None:
+      shared = [w + u for w, u in zip(server["shared"], mean_update)]
+    else:
+      has = measurements["cluster_weights"] > 0
+      shared = []
+      for w, u in zip(server["shared"], mean_update):
+        base = tf.gather(w, split["source"])
+        shared.append(tf.where(has[(slice(None),) + (None,) * (len(w.shape) - 1)], base + u, base))
+    state = collections.OrderedDict(round=server["round"] + 1, shared=shared, aggregator=aggregator_state,
+                                    clusters=server["clusters"], rule=server["rule"])
+    if clustering is not None:
+      state["clusters"] = collections.OrderedDict(assignment=split["assignment"], count=split["count"])
+      state["rule"] = split["rule_state"]
+    return state
+
+  @tff.federated_computation(tff.FederatedType(server_type, tff.SERVER),
                              tff.FederatedType(state_type, tff.CLIENTS),
                              tff.FederatedType(input_type, tff.CLIENTS))
-  def next_fn(shared, states, inputs):
-    out = tff.federated_map(client_train, (tff.federated_broadcast(shared), states, inputs))
-    aggregated = aggregation.next(aggregation.initialize(), out.contribution, out.weight)
-    new_shared = tff.federated_map(
-        apply_update, (shared, aggregated.result, aggregated.measurements))
-    return new_shared, out.state, out.report
+  def next_fn(server, states, inputs):
+    broadcast = tff.federated_broadcast(tff.federated_map(to_broadcast, server))
+    out = tff.federated_map(client_train, (broadcast, states, inputs))
+    server_metrics = collections.OrderedDict(train=tff.federated_mean(tff.federated_map(train_metrics, out.report)))
+    split = tff.federated_value((), tff.SERVER)
+    if aggregation is None:
+      aggregated_result = tff.federated_value((), tff.SERVER)
+      aggregator_state = tff.federated_value((), tff.SERVER)
+      measurements = tff.federated_value((), tff.SERVER)
+    else:
+      if clustering is None:
+        value = out.update
+      else:
+        items = tff.federated_zip(collections.OrderedDict(update=out.update, report=out.report))
+        collected = tff.federated_aggregate(items, collect_zero(), collect_one, collect_merge, collect_report)
+        split = tff.federated_map(split_step, (server, collected))
+        assignment = tff.federated_broadcast(split.assignment)
+        value = tff.federated_map(contribution, (assignment, items))
+        server_metrics["clustering"] = split
+      output = _aggregate(aggregation, server.aggregator, value, out.weight, weighted)
+      aggregated_result, aggregator_state, measurements = output.result, output.state, output.measurements
+      server_metrics["aggregator"] = measurements
+    new_server = tff.federated_map(apply, (server, aggregated_result, aggregator_state, measurements, split))
+    metrics = collections.OrderedDict(server=tff.federated_zip(server_metrics), clients=out.report)
+    return collections.OrderedDict(state=new_server, client_states=out.state, metrics=metrics)
 
-  @tff.federated_computation(tff.FederatedType(stacked_type, tff.SERVER),
+  @tff.federated_computation(tff.FederatedType(server_type, tff.SERVER),
                              tff.FederatedType(state_type, tff.CLIENTS),
                              tff.FederatedType(input_type, tff.CLIENTS))
-  def evaluate_fn(shared, states, inputs):
-    return tff.federated_map(client_evaluate, (tff.federated_broadcast(shared), states, inputs))
+  def evaluate_fn(server, states, inputs):
+    broadcast = tff.federated_broadcast(tff.federated_map(to_broadcast, server))
+    return tff.federated_map(client_evaluate, (broadcast, states, inputs))
 
-  @tff.federated_computation(tff.FederatedType(stacked_type, tff.SERVER),
-                             tff.FederatedType(contribution_type, tff.CLIENTS),
-                             tff.FederatedType(np.float32, tff.CLIENTS))
-  def reaggregate_fn(shared, contributions, weights):
-    aggregated = aggregation.next(aggregation.initialize(), contributions, weights)
-    return tff.federated_map(apply_update, (shared, aggregated.result, aggregated.measurements))
+  del mean_report_type
+  return GraphProcess(initialize_fn, next_fn, evaluate_fn=evaluate_fn, model_fn=model_fn, input_spec=input_spec,
+                      shared_parts=shared_parts, training=training, clustering=clustering,
+                      shared_variable_names=names, aggregator=factory)
 
-  return FederatedProcess(next=next_fn, evaluate=evaluate_fn, reaggregate=reaggregate_fn,
-                          shared_parts=shared_parts,
-                          num_buckets=num_buckets, has_shared=True)
+
+def type_outline(type_spec, depth: int = 0) -> str:
+  """A TFF type with structures below depth 2 shown as `<...>` (the form the builders' docstrings use)."""
+  if isinstance(type_spec, tff.FunctionType):
+    if type_spec.parameter is None:
+      return f"( -> {type_outline(type_spec.result, depth + 1)})"
+    return f"({type_outline(type_spec.parameter, depth)} -> {type_outline(type_spec.result, depth)})"
+  if isinstance(type_spec, tff.FederatedType):
+    member = type_outline(type_spec.member, depth)
+    return f"{member}@SERVER" if type_spec.placement is tff.SERVER else f"{{{member}}}@CLIENTS"
+  if isinstance(type_spec, tff.StructType):
+    items = list(tff.structure.iter_elements(type_spec))
+    if not items:
+      return "<>"
+    if depth >= 2:
+      return "<...>"
+    return "<" + ",".join(f"{n}={type_outline(t, depth + 1)}" if n else type_outline(t, depth + 1)
+                          for n, t in items) + ">"
+  return str(type_spec)

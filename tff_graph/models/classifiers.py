@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import tensorflow as tf
@@ -87,8 +87,61 @@ class PartitionError(ValueError):
   """The declared parts of a model overlap, miss a variable, or name an unknown part."""
 
 
+def model_parts(model: tf.keras.Model) -> "collections.OrderedDict[str, tuple[tf.keras.layers.Layer, ...]]":
+  """The parts a model declares: its `parts()` method, name -> layers (see module docstring)."""
+  parts = getattr(model, "parts", None)
+  if not callable(parts):
+    raise PartitionError(f"{type(model).__name__} declares no parts: give it a `parts()` method returning "
+                         "an OrderedDict of part name -> layers (see tff_graph.models.PartitionedModel)")
+  return collections.OrderedDict(parts())
+
+
+def part_variables(model: tf.keras.Model, names: Iterable[str]) -> list[tf.Variable]:
+  """Trainable variables of the named parts of `model`, in declaration order."""
+  parts = model_parts(model)
+  names = list(names)
+  unknown = [n for n in names if n not in parts]
+  if unknown:
+    raise PartitionError(f"{type(model).__name__} has no part(s) {unknown}; parts: {list(parts)}")
+  return [v for n in parts if n in names for layer in parts[n] for v in layer.trainable_variables]
+
+
+def check_partition(model: tf.keras.Model) -> None:
+  """Raises PartitionError unless every trainable variable of `model` is in exactly one part."""
+  seen: dict[int, str] = {}
+  for name in model_parts(model):
+    for v in part_variables(model, [name]):
+      if id(v) in seen:
+        raise PartitionError(f"variable {v.name} is in parts {seen[id(v)]!r} and {name!r}")
+      seen[id(v)] = name
+  missing = [v.name for v in model.trainable_variables if id(v) not in seen]
+  if missing:
+    raise PartitionError(f"variables in no part: {missing}")
+
+
+def random_states(model: tf.keras.Model) -> list[tf.Variable]:
+  """The generator states of the model's `SeededDropout` layers (part of a client's private state).
+
+  Restoring them restores the exact dropout masks that follow. A model without such layers has none
+  (its randomness, e.g. Keras' own Dropout, is then not part of the state and not resumed exactly).
+  """
+  return [m.generator.state for m in model.submodules if isinstance(m, layers.SeededDropout)]
+
+
+def parameter_counts(model: tf.keras.Model) -> "collections.OrderedDict[str, int]":
+  """Number of trainable parameters per part, plus `total`."""
+  counts = collections.OrderedDict(
+      (n, int(sum(np.prod(v.shape) for v in part_variables(model, [n])))) for n in model_parts(model))
+  counts["total"] = sum(counts.values())
+  return counts
+
+
 class PartitionedModel(tf.keras.Model):
-  """A Keras model that declares its parts (see module docstring)."""
+  """A Keras model that declares its parts (see module docstring).
+
+  Any `tf.keras.Model` with a `parts()` method works with the federated processes; this base class
+  adds the helpers below and Keras serialisation of a `ModelSpec`.
+  """
 
   spec: ModelSpec
 
@@ -100,25 +153,13 @@ class PartitionedModel(tf.keras.Model):
     return tuple(self.parts())
 
   def part_variables(self, names: Iterable[str]) -> list[tf.Variable]:
-    """Trainable variables of the named parts, in declaration order."""
-    parts = self.parts()
-    names = list(names)
-    unknown = [n for n in names if n not in parts]
-    if unknown:
-      raise PartitionError(f"{type(self).__name__} has no part(s) {unknown}; parts: {list(parts)}")
-    return [v for n in parts if n in names for layer in parts[n] for v in layer.trainable_variables]
+    return part_variables(self, names)
 
   def check_partition(self) -> None:
-    """Raises PartitionError unless every trainable variable is in exactly one part."""
-    seen: dict[int, str] = {}
-    for name in self.parts():
-      for v in self.part_variables([name]):
-        if id(v) in seen:
-          raise PartitionError(f"variable {v.name} is in parts {seen[id(v)]!r} and {name!r}")
-        seen[id(v)] = name
-    missing = [v.name for v in self.trainable_variables if id(v) not in seen]
-    if missing:
-      raise PartitionError(f"variables in no part: {missing}")
+    check_partition(self)
+
+  def parameter_counts(self) -> "collections.OrderedDict[str, int]":
+    return parameter_counts(self)
 
   def get_config(self) -> dict[str, Any]:
     return {**super().get_config(), "spec": dataclasses.asdict(self.spec), "seed": self.seed}
@@ -126,17 +167,6 @@ class PartitionedModel(tf.keras.Model):
   @classmethod
   def from_config(cls, config: dict[str, Any]) -> "PartitionedModel":
     return cls(ModelSpec(**config.pop("spec")), **config)
-
-  def rng_state(self) -> tf.Variable:
-    """The dropout random-generator state (part of a client's private state)."""
-    return self.dropout.generator.state
-
-  def parameter_counts(self) -> "collections.OrderedDict[str, int]":
-    """Number of trainable parameters per part, plus `total`."""
-    counts = collections.OrderedDict(
-        (n, int(sum(np.prod(v.shape) for v in self.part_variables([n])))) for n in self.parts())
-    counts["total"] = sum(counts.values())
-    return counts
 
 
 def _layer_seeds(seed: int) -> Iterable[int]:
@@ -259,12 +289,14 @@ def build_model(spec: ModelSpec, *, seed: int = 0) -> PartitionedModel:
   return model
 
 
-def get_weights(variables: Sequence[tf.Variable]) -> list[np.ndarray]:
-  return [v.numpy() for v in variables]
 
+def model_fn_for(spec: ModelSpec) -> "Callable[[int, Any], PartitionedModel]":
+  """`model_fn(seed, client)` for `tff_graph.federated.process`: the model of `spec` from `seed`.
 
-def set_weights(variables: Sequence[tf.Variable], values: Sequence[Any]) -> None:
-  if len(variables) != len(values):
-    raise ValueError(f"{len(values)} values for {len(variables)} variables")
-  for v, x in zip(variables, values):
-    v.assign(x)
+  When a client's own model is built (`client` given), its input layer is initialised for the
+  client's true feature width (`client.feature_dim`) although it reads the padded width.
+  """
+  def model_fn(seed: int, client: Any = None) -> PartitionedModel:
+    fan_in = None if client is None else int(client.feature_dim)
+    return build_model(dataclasses.replace(spec, feature_fan_in=fan_in), seed=seed)
+  return model_fn

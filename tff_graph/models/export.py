@@ -10,44 +10,39 @@ tf.train.Example GraphTensors (as written by `data_prep`), and returns `probabil
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
 
 import tensorflow as tf
-import tensorflow_gnn as tfgnn
 from tensorflow.python.trackable import data_structures  # pylint: disable=g-direct-tensorflow-import
 
 from data_prep import graph_tensor as gt
-from tff_graph.models import classifiers
 
 
 class _Serving(tf.Module):
   """Tracks only the model's variables, not the Keras model itself: the model's own traced functions
   take GraphTensors, whose spec types would make loading require TF-GNN."""
 
-  def __init__(self, model: classifiers.PartitionedModel, feature_dim: int, num_classes: int):
+  def __init__(self, model: tf.keras.Model, input_spec, feature_dim: int, num_classes: int):
     super().__init__()
     self.model_variables = list(model.variables)
     self._model = data_structures.NoDependency(model)
+    self._input_spec = input_spec
     self._feature_dim = feature_dim
     self._num_classes = num_classes
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
   def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
-    spec = self._model.spec
+    spec = self._input_spec
     graph = gt.parse_batch(examples, feature_dim=self._feature_dim, padded_feature_dim=spec.feature_dim,
                            n_rw=spec.n_rw, n_dg=spec.n_dg)
     logits = self._model(graph, training=False)[:, :self._num_classes]
     return {"probabilities": tf.nn.softmax(logits, axis=-1)}
 
 
-def input_spec(spec: classifiers.ModelSpec) -> tfgnn.GraphTensorSpec:
-  """The GraphTensorSpec of the examples the model of `spec` reads."""
-  return gt.graph_spec(gt.graph_schema(spec.feature_dim, spec.n_rw, spec.n_dg))
-
-
-def export_saved_model(model: classifiers.PartitionedModel, path: str | os.PathLike[str], *,
+def export_saved_model(model: tf.keras.Model, path: str | os.PathLike[str], *, input_spec=None,
                        feature_dim: int | None = None, num_classes: int | None = None) -> pathlib.Path:
   """Writes `model` as a SavedModel with a `serving_default` signature (see module docstring).
 
@@ -55,18 +50,29 @@ def export_saved_model(model: classifiers.PartitionedModel, path: str | os.PathL
   widest, classes to the most classes): `feature_dim` and `num_classes` give the client's own, and the
   exported model reads that client's examples and returns its classes only.
 
-  The model spec is written beside it as `model_spec.json`. Writes into a temporary folder first and
+  `input_spec` (a `client_work.InputSpec`) gives the widths the model reads; default: the model's own
+  `spec` (tff-graph's models). The input spec, the client's widths and the model spec (if the model
+  has one) are written beside it as `model_spec.json`. Writes into a temporary folder first and
   renames it into place, so `path` is either absent or complete.
   """
+  spec = getattr(model, "spec", None)
+  if input_spec is None:
+    if spec is None:
+      raise ValueError("export_saved_model needs input_spec for a model without a ModelSpec")
+    input_spec = spec
+  feature_dim = feature_dim or input_spec.feature_dim
+  num_classes = num_classes or input_spec.num_classes
   path = pathlib.Path(path)
   tmp = path.with_name(f".{path.name}.tmp")
   if tmp.exists():
     tf.io.gfile.rmtree(str(tmp))
-  module = _Serving(model, feature_dim or model.spec.feature_dim, num_classes or model.spec.num_classes)
+  module = _Serving(model, input_spec, feature_dim, num_classes)
   tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
-  (tmp / "model_spec.json").write_text(json.dumps(
-      {**classifiers.dataclasses.asdict(model.spec), "client_feature_dim": feature_dim or model.spec.feature_dim,
-       "client_num_classes": num_classes or model.spec.num_classes}, indent=1))
+  record = dataclasses.asdict(spec) if dataclasses.is_dataclass(spec) else {}
+  record.update({"input_feature_dim": input_spec.feature_dim, "input_num_classes": input_spec.num_classes,
+                 "n_rw": input_spec.n_rw, "n_dg": input_spec.n_dg, "client_feature_dim": feature_dim,
+                 "client_num_classes": num_classes})
+  (tmp / "model_spec.json").write_text(json.dumps(record, indent=1))
   if path.exists():
     tf.io.gfile.rmtree(str(path))
   os.replace(tmp, path)

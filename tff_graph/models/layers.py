@@ -193,11 +193,53 @@ class SAGEConv(tf.keras.layers.Layer):
     return {**super().get_config(), "units": self.units, "seed": self.seed}
 
 
+@tf.keras.utils.register_keras_serializable(package="tff_graph")
+class TFGNNConvolution(tf.keras.layers.Layer):
+  """A TF-GNN convolution (called as `conv(graph, edge_set_name=...)` on the node set's
+  `hidden_state`) used as a tff-graph convolution `conv(graph, hidden)`.
+
+  `make_layer()` builds the wrapped layer, e.g.
+  `lambda: tensorflow_gnn.models.gcn.GCNConv(64, add_self_loops=True)` or
+  `lambda: tensorflow_gnn.models.gat_v2.GATv2Conv(num_heads=4, per_head_channels=16)`.
+  """
+
+  def __init__(self, make_layer, **kwargs):
+    super().__init__(**kwargs)
+    self.inner = make_layer()
+
+  def call(self, graph: tfgnn.GraphTensor, hidden: tf.Tensor, training: bool | None = None) -> tf.Tensor:
+    graph = graph.replace_features(node_sets={NODES: {tfgnn.HIDDEN_STATE: hidden}})
+    return self.inner(graph, edge_set_name=EDGES, training=training)
+
+
+def tfgnn_convolution(make_layer):
+  """A convolution factory `(units, name, seed) -> layer` from a TF-GNN layer factory `make_layer(units)`.
+
+  Register it to use it as a backbone, e.g.
+  `register_convolution("gat_v2", tfgnn_convolution(lambda units: gat_v2.GATv2Conv(
+      num_heads=2, per_head_channels=units // 2)))` then `ModelSpec(backbone="gat_v2")`. Its
+  initialisation follows TF-GNN's (the seed is not used).
+  """
+  def factory(units: int, *, name: str, seed: int | None = None) -> tf.keras.layers.Layer:
+    del seed
+    return TFGNNConvolution(lambda: make_layer(units), name=name)
+  return factory
+
+
 CONVOLUTIONS = {"gin": GINConv, "gcn": GCNConv, "sage": SAGEConv}
 
 
+def register_convolution(name: str, factory, *, replace: bool = False) -> None:
+  """Makes `factory(units, *, name, seed)` -> a convolution `conv(graph, hidden)` known as backbone `name`."""
+  if name in CONVOLUTIONS and not replace:
+    raise ValueError(f"a convolution named {name!r} is already registered (pass replace=True)")
+  if not callable(factory):
+    raise TypeError(f"the factory of convolution {name!r} must be callable")
+  CONVOLUTIONS[name] = factory
+
+
 def make_conv(kind: str, units: int, *, name: str, seed: int | None = None) -> tf.keras.layers.Layer:
-  """A convolution by backbone name (`gin`, `gcn` or `sage`)."""
+  """A convolution by backbone name (`gin`, `gcn`, `sage`, or a registered one)."""
   if kind not in CONVOLUTIONS:
     raise ValueError(f"unknown backbone {kind!r}; choose one of {', '.join(CONVOLUTIONS)}")
   return CONVOLUTIONS[kind](units, name=name, seed=seed)

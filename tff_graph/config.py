@@ -1,0 +1,171 @@
+"""One configuration tree for an experiment; flags, `config.json` and parameter counts derive from it.
+
+    ExperimentConfig
+      algorithm, proximal_mu          which algorithm (a registered name) and its FedProx mu
+      data: DataConfig                setting, split seed, structure-embedding widths
+      model: ModelConfig              hidden width, layers, dropout, structure embedding type
+      training: TrainingConfig        local epochs, batch size, Adam, weight decay (client_work)
+      clustering: ClusteringConfig    GCFL's eps1, eps2, seq_length, standardize (None: the setting's)
+      run: RunConfig                  rounds, seeds, client fraction, evaluation/checkpoint periods
+
+Every leaf field is one program flag of the same name (`programs/common.py` defines the flags from
+the dataclasses' fields and their `help` metadata; fields with `flag=False` are not flags).
+`config.json` is `ExperimentConfig.to_json()`; `ExperimentConfig.from_dict` also reads the flat
+`config.json` of runs made before the tree existed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from tff_graph import clustering
+from tff_graph.federated import client_work as cw
+from tff_graph.models import classifiers
+
+
+def _field(default, help_text: str, **extra):
+  return dataclasses.field(default=default, metadata={"help": help_text, **extra})
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  setting: str = _field("chem", "Clients: a group of the GCFL paper (molecules, small, biochem, mix) or of the "
+                        "FedStar paper (chem, biochem, biochemsn, biosncv), optionally with _tiny (150 graphs "
+                        "per dataset) and/or @k (k clients per dataset, e.g. chem@4); or <DATASET>:<N>[:overlap] "
+                        "(one dataset over N clients).")
+  split_seed: int = _field(123, "Seed of the client partition.")
+  n_rw: int = _field(16, "Random-walk steps of the RWSE.", lower_bound=1)
+  n_dg: int = _field(16, "Width of the one-hot degree embedding.", lower_bound=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  hidden: int = _field(64, "Hidden width of every layer.", lower_bound=1)
+  num_layers: int = _field(3, "Graph convolutions per encoder.", lower_bound=1)
+  dropout: float = _field(0.5, "Dropout rate.", lower_bound=0.0, upper_bound=0.99)
+  embedding_type: str = _field("rw_dg", "FedStar structure embedding: random-walk (rw), degree (dg), both, or "
+                               "all-ones.", choices=("rw", "dg", "rw_dg", "ones"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusteringConfig:
+  eps1: float | None = _field(None, "GCFL: split a cluster when its mean update norm < eps1 (default: the "
+                              "reference's value for the setting).")
+  eps2: float | None = _field(None, "GCFL: ... and its largest client update norm > eps2 (default: reference).")
+  seq_length: int | None = _field(None, "GCFL+: length of the norm sequences compared by DTW (default: reference).")
+  standardize: bool = _field(False, "GCFL+: divide each sequence by its std before DTW.")
+  warmup_rounds: int = _field(clustering.WARMUP_ROUNDS, "GCFL: no cluster splits in the first k rounds "
+                              "(the reference's 20).", lower_bound=0)
+
+  def thresholds(self, setting: str) -> clustering.SplitThresholds:
+    base = clustering.thresholds_for(setting)
+    return dataclasses.replace(
+        base, eps1=base.eps1 if self.eps1 is None else self.eps1,
+        eps2=base.eps2 if self.eps2 is None else self.eps2,
+        seq_length=base.seq_length if self.seq_length is None else self.seq_length, standardize=self.standardize,
+        warmup_rounds=self.warmup_rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  rounds: int = _field(200, "Communication rounds.", lower_bound=1)
+  seeds: tuple[int, ...] = _field((1, 2, 3, 4, 5), "Model seeds, comma separated (the papers use 1,2,3,4,5 and "
+                                  "10,42,79,111,123); each seed is one run on the same client splits.")
+  client_fraction: float = _field(1.0, "Share of clients sampled each round.", lower_bound=0.0, upper_bound=1.0)
+  eval_every: int = _field(1, "Evaluate val/test every k rounds (and after the last).", lower_bound=1)
+  checkpoint_every: int = _field(10, "Checkpoint every k rounds.", lower_bound=1)
+
+  def __post_init__(self):
+    if self.rounds < 1:
+      raise ValueError(f"rounds must be >= 1, got {self.rounds}")
+    if not self.seeds:
+      raise ValueError("at least one seed is needed")
+    if self.checkpoint_every < 1 or self.eval_every < 1:
+      raise ValueError(f"checkpoint_every and eval_every must be >= 1 ({self})")
+    if not 0.0 < self.client_fraction <= 1.0:
+      raise ValueError(f"client_fraction must be in (0, 1], got {self.client_fraction}")
+
+
+# TrainingConfig (client_work) is the training branch; these fields of it are flags:
+TRAINING_FLAGS = {
+    "local_epochs": ("Local epochs per round.", dict(lower_bound=1)),
+    "batch_size": ("Graphs per local batch.", dict(lower_bound=1)),
+    "learning_rate": ("Adam learning rate.", dict(lower_bound=0.0)),
+    "weight_decay": ("L2 weight decay added to the gradient (PyTorch Adam).", dict(lower_bound=0.0)),
+}
+
+_LEGACY_SECTIONS = {"data": DataConfig, "model": ModelConfig, "clustering": ClusteringConfig, "run": RunConfig,
+                    "training": cw.TrainingConfig}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+  """Everything that defines a run (saved as config.json); see module docstring."""
+
+  algorithm: str
+  data: DataConfig = DataConfig()
+  model: ModelConfig = ModelConfig()
+  training: cw.TrainingConfig = cw.TrainingConfig()
+  clustering: ClusteringConfig = ClusteringConfig()
+  run: RunConfig = RunConfig()
+  proximal_mu: float | None = _field(None, "FedProx mu (default: 0.01 for fedprox, 0 otherwise).")
+
+  def __post_init__(self):
+    if self.proximal_mu is not None and self.proximal_mu < 0:
+      raise ValueError(f"proximal_mu must be >= 0, got {self.proximal_mu}")
+    if self.training.proximal_mu != 0.0:
+      raise ValueError("set the proximal term with ExperimentConfig.proximal_mu, not training.proximal_mu")
+
+  @property
+  def setting(self) -> str:
+    return self.data.setting
+
+  @property
+  def seeds(self) -> tuple[int, ...]:
+    return self.run.seeds
+
+  @property
+  def rounds(self) -> int:
+    return self.run.rounds
+
+  def thresholds(self) -> clustering.SplitThresholds:
+    return self.clustering.thresholds(self.data.setting)
+
+  def model_spec(self, kind: str, backbone: str, *, feature_dim: int, num_classes: int) -> classifiers.ModelSpec:
+    """The (padded) model of a setting whose widest client has these widths."""
+    m = self.model
+    return classifiers.ModelSpec(kind=kind, feature_dim=feature_dim, num_classes=num_classes, hidden=m.hidden,
+                                 num_layers=m.num_layers, dropout=m.dropout, backbone=backbone,
+                                 embedding_type=m.embedding_type, n_rw=self.data.n_rw, n_dg=self.data.n_dg)
+
+  def to_dict(self) -> dict[str, Any]:
+    d = dataclasses.asdict(self)
+    d["run"]["seeds"] = list(self.run.seeds)
+    return d
+
+  def to_json(self) -> str:
+    return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+  def replace_seeds(self, seeds) -> "ExperimentConfig":
+    return dataclasses.replace(self, run=dataclasses.replace(self.run, seeds=tuple(seeds)))
+
+  @classmethod
+  def from_dict(cls, d: dict[str, Any]) -> "ExperimentConfig":
+    """From `to_dict()` output, or from the flat config.json of earlier versions."""
+    d = dict(d)
+    if "data" not in d:  # Flat (before the tree): distribute the keys over the sections.
+      flat, d = d, {"algorithm": d.pop("algorithm"), "proximal_mu": d.pop("proximal_mu", None)}
+      for name, section in _LEGACY_SECTIONS.items():
+        fields = {f.name for f in dataclasses.fields(section)}
+        d[name] = {k: flat.pop(k) for k in list(flat) if k in fields}
+      if flat:
+        raise ValueError(f"unknown configuration keys {sorted(flat)}")
+    sections = {}
+    for name, section in _LEGACY_SECTIONS.items():
+      values = dict(d.get(name, {}))
+      if name == "run" and "seeds" in values:
+        values["seeds"] = tuple(values["seeds"])
+      sections[name] = section(**values)
+    return cls(algorithm=d["algorithm"], proximal_mu=d.get("proximal_mu"), **sections)
