@@ -316,8 +316,6 @@ def build_process(*, model_fn: ModelFn, input_spec: cw.InputSpec, shared_parts: 
     assignment = server["clusters"]["assignment"] if clustering else ()
     return collections.OrderedDict(shared=server["shared"], assignment=assignment)
 
-  mean_report_type = _odict_type([(n, tff.TensorType(np.float32)) for n in metric_names])
-
   @tff.tensorflow.computation(report_type)
   def train_metrics(report):
     return collections.OrderedDict((n, report[n]) for n in metric_names)
@@ -369,12 +367,13 @@ def build_process(*, model_fn: ModelFn, input_spec: cw.InputSpec, shared_parts: 
       return collections.OrderedDict(update=item["update"],
                                      cluster=tf.gather(assignment, item["report"]["client_index"]))
 
-  @tff.tensorflow.computation(server_type, aggregation.next.type_signature.result.result.member if aggregation else
-                              tff.StructType([]), aggregation.next.type_signature.result.state.member if aggregation
-                              else tff.StructType([]),
-                              aggregation.next.type_signature.result.measurements.member if aggregation
-                              else tff.StructType([]),
-                              split_type if clustering else tff.StructType([]))
+  empty = tff.StructType([])
+  out_type = aggregation.next.type_signature.result if aggregation else None
+  mean_type, new_aggregator_type, measurements_type = (
+      (out_type.result.member, out_type.state.member, out_type.measurements.member) if out_type else (empty,) * 3)
+
+  @tff.tensorflow.computation(server_type, mean_type, new_aggregator_type, measurements_type,
+                              split_type if clustering else empty)
   def apply(server, mean_update, aggregator_state, measurements, split):
     if aggregation is None:
       shared = list(server["shared"])
@@ -429,7 +428,6 @@ def build_process(*, model_fn: ModelFn, input_spec: cw.InputSpec, shared_parts: 
     broadcast = tff.federated_broadcast(tff.federated_map(to_broadcast, server))
     return tff.federated_map(client_evaluate, (broadcast, states, inputs))
 
-  del mean_report_type
   return GraphProcess(initialize_fn, next_fn, evaluate_fn=evaluate_fn, model_fn=model_fn, input_spec=input_spec,
                       shared_parts=shared_parts, training=training, clustering=clustering,
                       shared_variable_names=names, aggregator=factory)
