@@ -109,14 +109,10 @@ def experiment_config(algorithm: str, *, rounds: int = 3, seed: int = 1, **secti
 
 
 def make_process(prepared, algorithm: str, *, seed: int = 1, thresholds=None, model_aggregator=None, **sections):
-  """The process of `algorithm` on `prepared` as an experiment builds it (optionally other thresholds)."""
-  from tff_graph import algorithms  # pylint: disable=g-import-not-at-top
+  """The process of `algorithm` on `prepared`, built as an experiment builds it (`thresholds`: GCFL's)."""
   from tff_graph import experiment  # pylint: disable=g-import-not-at-top
-  from tff_graph import program_logic  # pylint: disable=g-import-not-at-top
+  if thresholds is not None:
+    sections["clustering"] = dict(eps1=thresholds.eps1, eps2=thresholds.eps2, seq_length=thresholds.seq_length,
+                                  warmup_rounds=thresholds.warmup_rounds, standardize=thresholds.standardize)
   config = experiment_config(algorithm, seed=seed, **sections)
-  context = algorithms.BuildContext(
-      model_fn=experiment.model_fn_of(config, prepared), input_spec=experiment.input_spec_of(config, prepared),
-      training=config.training, init_seed=program_logic.init_seed(seed), num_clients=len(prepared.clients),
-      model_aggregator=model_aggregator, proximal_mu=config.proximal_mu,
-      thresholds=thresholds or config.thresholds())
-  return algorithms.get(algorithm).build(context)
+  return experiment.build_process(config, prepared, seed, experiment.Components(model_aggregator=model_aggregator))

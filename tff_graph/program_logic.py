@@ -41,7 +41,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 import numpy as np
-import tensorflow_federated as tff
 
 from tff_graph.federated import client_work as cw
 from tff_graph.federated import process as process_lib
@@ -88,24 +87,7 @@ def sample_clients(num_clients: int, client_fraction: float, *, seed: int, round
   return sorted(np.random.default_rng([seed, round_num]).choice(num_clients, k, replace=False).tolist())
 
 
-def _numpy(structure: Any) -> Any:
-  """A structure returned by a TFF context as canonical Python values: OrderedDicts, lists, NumPy.
-
-  Contexts return containers of different kinds (a multi-worker context other ones than a single
-  worker); the loop state is always this form, so a checkpoint saved under one loads under any.
-  """
-  if isinstance(structure, tff.structure.Struct):
-    items = tff.structure.to_elements(structure)
-    if items and all(name is not None for name, _ in items):
-      return collections.OrderedDict((name, _numpy(v)) for name, v in items)
-    return [_numpy(v) for _, v in items]
-  if isinstance(structure, Mapping):
-    return collections.OrderedDict((k, _numpy(v)) for k, v in structure.items())
-  if isinstance(structure, (list, tuple)) and not hasattr(structure, "_fields"):
-    return [_numpy(v) for v in structure]
-  if hasattr(structure, "_asdict"):
-    return collections.OrderedDict((k, _numpy(v)) for k, v in structure._asdict().items())
-  return np.asarray(structure)
+_numpy = process_lib.to_numpy
 
 
 class CheckpointError(RuntimeError):
@@ -252,7 +234,7 @@ def _load_newest(state_manager, template: LoopState) -> LoopState | None:
 def initial_state(process: process_lib.GraphProcess, clients: Sequence[Any], *, seed: int, rounds: int) -> LoopState:
   """The loop state before round 1: `process.initialize()` and every client's initial state."""
   server_state = _numpy(process.initialize())
-  states = [_numpy(process.initial_client_state(client_seed(seed, i), client_spec(c))) for i, c in enumerate(clients)]
+  states = [process.initial_client_state(client_seed(seed, i), client_spec(c)) for i, c in enumerate(clients)]
   slots = process.clustering.slots if process.clustering is not None else None
   return LoopState(0, server_state, states, _empty_history(rounds, len(clients), slots))
 

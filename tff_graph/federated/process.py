@@ -46,6 +46,7 @@ Every CLIENTS-placed output carries the client's `client_index`.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import dataclasses
 from typing import Any, Callable, Sequence
 
@@ -66,8 +67,24 @@ class ProcessError(ValueError):
   """A process cannot be built from the given components."""
 
 
-def _numpy(structure: Any) -> Any:
-  return tf.nest.map_structure(np.asarray, structure)
+def to_numpy(structure: Any) -> Any:
+  """A structure returned by a TFF context as canonical Python values: OrderedDicts, lists, NumPy.
+
+  Contexts return containers of different kinds (a multi-worker context other ones than a single
+  worker); loop states are always this form, so a checkpoint saved under one loads under any.
+  """
+  if isinstance(structure, tff.structure.Struct):
+    items = tff.structure.to_elements(structure)
+    if items and all(name is not None for name, _ in items):
+      return collections.OrderedDict((name, to_numpy(v)) for name, v in items)
+    return [to_numpy(v) for _, v in items]
+  if isinstance(structure, collections.abc.Mapping):
+    return collections.OrderedDict((k, to_numpy(v)) for k, v in structure.items())
+  if isinstance(structure, (list, tuple)) and not hasattr(structure, "_fields"):
+    return [to_numpy(v) for v in structure]
+  if hasattr(structure, "_asdict"):
+    return collections.OrderedDict((k, to_numpy(v)) for k, v in structure._asdict().items())
+  return np.asarray(structure)
 
 
 def _odict_type(items) -> tff.StructWithPythonType:
@@ -124,11 +141,12 @@ class GraphProcess(tff.templates.IterativeProcess):
   def initial_client_state(self, seed: int, client: cw.ClientSpec) -> Any:
     """The state a client starts from: its model built from `seed` (its private weights), zero Adam
     moments, its dropout generators. Plain NumPy values (the program keeps them by client)."""
-    return _numpy(self._work(seed, client).initial_state())
+    return to_numpy(self._work(seed, client).initial_state())
 
-  def client_weights(self, server_state: Any, client_state: Any, client_index: int) -> list[np.ndarray]:
+  def client_weights(self, server_state: Any, client_state: Any, client_index: int,
+                     work: cw.ClientWork | None = None) -> list[np.ndarray]:
     """The client's current trainable weights: its cluster's shared weights + its private weights."""
-    work = self._work()
+    work = work or self._work()
     shared = [np.asarray(w) for w in server_state["shared"]]
     if self.clustering is not None:
       cluster = int(np.asarray(server_state["clusters"]["assignment"])[client_index])
@@ -144,7 +162,8 @@ class GraphProcess(tff.templates.IterativeProcess):
                    client: cw.ClientSpec | None = None) -> tf.keras.Model:
     """A Keras model holding one client's current weights (for export or inspection)."""
     work = self._work(0, client)
-    for v, x in zip(work.model.trainable_variables, self.client_weights(server_state, client_state, client_index)):
+    for v, x in zip(work.model.trainable_variables,
+                    self.client_weights(server_state, client_state, client_index, work)):
       v.assign(x)
     return work.model
 
