@@ -112,18 +112,21 @@ def from_flat(flat: dict[str, tf.Tensor]) -> tfgnn.GraphTensor:
 
 
 def parse_batch(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, padded_feature_dim: int,
-                n_rw: int, n_dg: int) -> tfgnn.GraphTensor:
+                n_rw: int, n_dg: int, require_label: bool = True) -> tfgnn.GraphTensor:
   """Parses a batch of serialized graphs straight into one merged GraphTensor (components = graphs).
 
   Unlike `tfgnn.parse_example`, the node-feature width may be a tensor: features of width
   `feature_dim` are zero-padded to `padded_feature_dim`. This lets clients of one setting, whose
   datasets have different feature widths, run one TFF computation with one model type (a Linear layer
   on zero-padded inputs computes exactly what it computes on the unpadded ones).
+
+  `require_label=False` (scoring): a graph without `context/label` gets label -1.
   """
   p = tf.io.parse_example(serialized, {
       f"nodes/{NODES}.#size": tf.io.FixedLenFeature([1], tf.int64),
       f"edges/{EDGES}.#size": tf.io.FixedLenFeature([1], tf.int64),
-      f"context/{LABEL}": tf.io.FixedLenFeature([1], tf.int64),
+      f"context/{LABEL}": (tf.io.FixedLenFeature([1], tf.int64) if require_label
+                           else tf.io.FixedLenFeature([1], tf.int64, default_value=[-1])),
       f"nodes/{NODES}.{FEATURES}": tf.io.RaggedFeature(tf.float32),
       f"nodes/{NODES}.{RWSE}": tf.io.RaggedFeature(tf.float32),
       f"nodes/{NODES}.{DSE}": tf.io.RaggedFeature(tf.float32),
@@ -144,6 +147,41 @@ def parse_batch(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, padded_f
       rwse=tf.reshape(p[f"nodes/{NODES}.{RWSE}"].flat_values, [-1, n_rw]),
       dse=tf.reshape(p[f"nodes/{NODES}.{DSE}"].flat_values, [-1, n_dg]),
       label=p[f"context/{LABEL}"][:, 0]))
+
+
+def valid_examples(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, n_rw: int, n_dg: int) -> tf.Tensor:
+  """bool [batch]: which serialized graphs parse and are consistent (feature, embedding and edge
+  lengths fit the node count; edge endpoints are nodes). Never raises on bad bytes: each example is
+  checked on its own, so one bad example does not hide the validity of the others."""
+  feature_dim = tf.cast(feature_dim, tf.int64)
+
+  def check(index, example):
+    p = tf.io.parse_single_example(example, {
+        f"nodes/{NODES}.#size": tf.io.FixedLenFeature([1], tf.int64),
+        f"edges/{EDGES}.#size": tf.io.FixedLenFeature([1], tf.int64),
+        f"nodes/{NODES}.{FEATURES}": tf.io.VarLenFeature(tf.float32),
+        f"nodes/{NODES}.{RWSE}": tf.io.VarLenFeature(tf.float32),
+        f"nodes/{NODES}.{DSE}": tf.io.VarLenFeature(tf.float32),
+        f"edges/{EDGES}.#source": tf.io.VarLenFeature(tf.int64),
+        f"edges/{EDGES}.#target": tf.io.VarLenFeature(tf.int64),
+    })
+    n, e = p[f"nodes/{NODES}.#size"][0], p[f"edges/{EDGES}.#size"][0]
+    count = lambda key: tf.size(p[key].values, out_type=tf.int64)
+    source, target = p[f"edges/{EDGES}.#source"].values, p[f"edges/{EDGES}.#target"].values
+    ends = tf.concat([source, target, tf.zeros([1], tf.int64)], 0)
+    ok = tf.reduce_all(tf.stack([
+        n >= 1, count(f"nodes/{NODES}.{FEATURES}") == n * feature_dim,
+        count(f"nodes/{NODES}.{RWSE}") == n * n_rw, count(f"nodes/{NODES}.{DSE}") == n * n_dg,
+        count(f"edges/{EDGES}.#source") == e, count(f"edges/{EDGES}.#target") == e,
+        tf.reduce_min(ends) >= 0, tf.reduce_max(ends) < tf.maximum(n, 1)]))
+    with tf.control_dependencies([tf.debugging.Assert(ok, ["inconsistent graph"])]):
+      return tf.identity(index)
+
+  ds = tf.data.Dataset.from_tensor_slices(serialized).enumerate().map(check)
+  ds = ds.ignore_errors()
+  good = ds.reduce(tf.zeros([0], tf.int64), lambda acc, i: tf.concat([acc, [i]], 0))
+  size = tf.shape(serialized, out_type=tf.int64)[0]
+  return tf.scatter_nd(good[:, None], tf.ones_like(good, tf.bool), [size])
 
 
 def read_serialized_batches(path: str | tf.Tensor, *, batch_size: int,

@@ -2,7 +2,9 @@
 
 Morris et al., "TUDataset: A collection of benchmark datasets for learning with graphs", ICML GRL+ 2020.
 
-A dataset `<NAME>` is a folder `<NAME>/` (loose, or inside the official `<NAME>.zip`) holding
+Any dataset of the collection (or one written in its format) is read the same way: nothing here is
+keyed on a list of names. A dataset `<NAME>` is `<data_dir>/<NAME>.zip` or a folder `<data_dir>/<NAME>/`
+whose files may sit at any depth and in any of the layouts mirrors use (see `_Source`), holding
 
 * `<NAME>_A.txt`: one line `u, v` per directed edge, node ids 1..N over the whole dataset;
 * `<NAME>_graph_indicator.txt`: line i gives the graph id (1..G) of node i;
@@ -22,6 +24,8 @@ undirected edges block by block, so at most one block of raw pairs is held at a 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import hashlib
 import os
 import pathlib
 import re
@@ -60,6 +64,7 @@ class TUDataset:
     node_labels: int64 [N, k] raw node labels, or None.
     node_attributes: float32 [N, d], or None.
     num_self_loops: self-loops found in the file (dropped from `edges`).
+    source: where it was read from (a folder, a zip, or "in memory"), for messages and statistics.
   """
 
   name: str
@@ -71,6 +76,7 @@ class TUDataset:
   node_labels: np.ndarray | None
   node_attributes: np.ndarray | None
   num_self_loops: int
+  source: str = ""
 
   @property
   def num_graphs(self) -> int:
@@ -114,51 +120,150 @@ class TUDataset:
 # ---------------------------------------------------------------------------------------------
 
 
+
+def _suffix_of(name: str, parts: list[str]) -> str | None:
+  """The TU suffix ("A", "graph_indicator", ...) of a member path split into parts, or None."""
+  if not parts or "__MACOSX" in parts[:-1] or parts[-1].startswith("._"):  # Empty and "." parts are fine.
+    return None
+  base = parts[-1]
+  prefix = f"{name}_"
+  if base.startswith(prefix) and base.endswith(".txt") and len(base) > len(prefix) + 4:
+    return base[len(prefix):-4]
+  return None
+
+
 class _Source:
-  """The files of one dataset, either in `<dir>/<NAME>.zip` or in `<dir>/<NAME>/`."""
+  """The files of one dataset: `<dir>/<NAME>/` (any depth below) or `<dir>/<NAME>.zip` (any layout).
+
+  Members are found by file name wherever they sit: at the zip root, under `NAME/`, `NAME//` (an empty
+  path component, as many mirrors write it), `TUDataset/NAME/`, `./NAME/`, an extracted `NAME/NAME/`;
+  `__MACOSX/` and `._*` entries are ignored. A folder is used when it holds the files, else the zip;
+  `where` and `note` say which.
+  """
 
   def __init__(self, data_dir: pathlib.Path, name: str):
     self.name = name
     self.zip_path = data_dir / f"{name}.zip"
     self.folder = data_dir / name
     self._zip: zipfile.ZipFile | None = None
+    self.members: dict[str, str] = {}  # suffix -> member name (zip) or path (folder)
+    self.note = ""
     if self.folder.is_dir():
+      self.members = self._folder_members()
+    if self.members:
       self.where = str(self.folder)
+      if self.zip_path.is_file():
+        self.note = f"both {self.folder}/ and {self.zip_path} exist; reading the folder"
     elif self.zip_path.is_file():
       try:
         self._zip = zipfile.ZipFile(self.zip_path)
-      except zipfile.BadZipFile as e:
+      except (zipfile.BadZipFile, OSError) as e:
         raise TUFormatError(f"{self.zip_path}: not a readable zip archive ({e})") from None
       self.where = str(self.zip_path)
+      self.members = self._zip_members()
+      if self.folder.is_dir():
+        self.note = f"{self.folder}/ holds no {name}_*.txt files; reading {self.zip_path}"
+      if not self.members:
+        found = [m for m in self._zip.namelist() if not m.endswith("/")][:8]
+        raise TUFormatError(f"{self.zip_path}: no member named {name}_*.txt (it holds: "
+                            f"{', '.join(found) or 'nothing'}); a TU archive of {name} holds {name}_A.txt, "
+                            f"{name}_graph_indicator.txt, {name}_graph_labels.txt")
+    elif self.folder.is_dir():
+      raise TUFormatError(f"{self.folder}/ holds no {name}_*.txt files at any depth (expected {name}_A.txt, "
+                          f"{name}_graph_indicator.txt, {name}_graph_labels.txt)")
     else:
-      raise TUFormatError(
-          f"dataset {name!r} not found: neither {self.zip_path} nor {self.folder}/ exists "
-          f"(use data_prep.tu.download({name!r}, data_dir) to fetch the official zip)")
+      raise TUFormatError(_not_found_message(data_dir, name))
 
-  def _member(self, suffix: str) -> str:
-    return f"{self.name}/{self.name}_{suffix}.txt"
+  def _folder_members(self) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path in sorted(self.folder.rglob(f"{self.name}_*.txt")):
+      suffix = _suffix_of(self.name, list(path.relative_to(self.folder).parts))
+      if suffix is not None and path.is_file():
+        self._add(found, suffix, str(path))
+    return found
+
+  def _zip_members(self) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for member in self._zip.namelist():
+      if member.endswith("/"):
+        continue
+      suffix = _suffix_of(self.name, member.split("/"))
+      if suffix is not None:
+        self._add(found, suffix, member)
+    return found
+
+  def _add(self, found: dict[str, str], suffix: str, member: str) -> None:
+    if suffix in found:
+      raise TUFormatError(f"{self.zip_path if self._zip else self.folder}: {self.name}_{suffix}.txt is there "
+                          f"twice ({found[suffix]!r} and {member!r}); keep one copy")
+    found[suffix] = member
 
   def has(self, suffix: str) -> bool:
-    if self._zip is not None:
-      return self._member(suffix) in self._zip.namelist()
-    return (self.folder / f"{self.name}_{suffix}.txt").is_file()
+    return suffix in self.members
 
   def label(self, suffix: str) -> str:
     return f"{self.name}_{suffix}.txt"
 
   def open(self, suffix: str) -> BinaryIO:
     if not self.has(suffix):
-      raise TUFormatError(f"{self.where}: required file {self.label(suffix)} is missing")
+      present = ", ".join(self.label(s) for s in sorted(self.members)) or "none"
+      raise TUFormatError(f"{self.where}: required file {self.label(suffix)} is missing (found: {present})")
     if self._zip is not None:
       try:
-        return self._zip.open(self._member(suffix))
+        return self._zip.open(self.members[suffix])
       except (zipfile.BadZipFile, zlib.error, OSError) as e:
-        raise TUFormatError(f"{self.where}: member {self._member(suffix)} is corrupt ({e})") from None
-    return open(self.folder / f"{self.name}_{suffix}.txt", "rb")
+        raise TUFormatError(f"{self.where}: member {self.members[suffix]} is corrupt ({e})") from None
+    return open(self.members[suffix], "rb")
+
+  def fingerprint(self) -> str:
+    """Identifies the content: the zip members' CRC-32s and sizes, or a SHA-1 of the folder's files."""
+    digest = hashlib.sha1()
+    for suffix in sorted(self.members):
+      if self._zip is not None:
+        info = self._zip.getinfo(self.members[suffix])
+        digest.update(f"{suffix}:{info.CRC:08x}:{info.file_size};".encode())
+      else:
+        digest.update(f"{suffix}:".encode())
+        with open(self.members[suffix], "rb") as f:
+          for chunk in iter(lambda: f.read(1 << 24), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
   def close(self) -> None:
     if self._zip is not None:
       self._zip.close()
+
+
+def _not_found_message(data_dir: pathlib.Path, name: str) -> str:
+  entries = sorted({p.name[:-4] if p.name.lower().endswith(".zip") else p.name for p in data_dir.iterdir()
+                    if p.is_dir() or p.name.lower().endswith(".zip")})
+  same_case = [e for e in entries if e.lower() == name.lower()]
+  close = same_case or difflib.get_close_matches(name, entries, n=3, cutoff=0.6)
+  hint = ""
+  if same_case:
+    hint = (f"; found {', '.join(repr(e) for e in same_case)}, which differs only in case (names are "
+            "case-sensitive: use that name or rename it)")
+  elif close:
+    hint = f"; similar names there: {', '.join(close)}"
+  return (f"dataset {name!r} not found: looked for {data_dir / name}.zip and {data_dir / name}/{hint}. "
+          f"TU datasets are at {OFFICIAL_URL.format(name=name)} (or data_prep.tu.download({name!r}, "
+          f"{str(data_dir)!r}))")
+
+
+def find_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> tuple[str, str]:
+  """(where the dataset is read from, a note when the choice was not obvious); raises TUFormatError."""
+  src = _Source(resolve_data_dir(data_dir), name)
+  src.close()
+  return src.where, src.note
+
+
+def source_fingerprint(name: str, data_dir: str | os.PathLike[str] | None = None) -> str:
+  """A content fingerprint of the dataset's files (see `_Source.fingerprint`); raises TUFormatError."""
+  src = _Source(resolve_data_dir(data_dir), name)
+  try:
+    return src.fingerprint()
+  finally:
+    src.close()
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> pathlib.Path:
@@ -224,6 +329,25 @@ def _blocks(stream: BinaryIO, label: str) -> Iterator[tuple[int, bytes]]:
     yield line_no, rest + b"\n"
 
 
+_BLANK = np.zeros(256, dtype=bool)
+_BLANK[[ord(" "), ord("\t"), ord("\r"), ord("\n")]] = True
+
+
+def _every_line_has(spaced: bytes, ncols: int) -> bool:
+  """Whether every line of a block (commas already turned into spaces) holds exactly `ncols` tokens.
+
+  A total count that fits is not enough: a 3-value line next to a 1-value line would otherwise be
+  re-paired silently into wrong rows.
+  """
+  chars = np.frombuffer(spaced, dtype=np.uint8)
+  blank = _BLANK[chars]
+  starts = ~blank
+  starts[1:] &= blank[:-1]
+  line_of = np.cumsum(chars == ord("\n")) - (chars == ord("\n"))
+  counts = np.bincount(line_of[starts], minlength=int(line_of[-1]) + 1 if len(line_of) else 0)
+  return bool(np.all(counts == ncols))
+
+
 def _parse_block_slow(block: bytes, first_line: int, ncols: int | None, dtype: type,
                       label: str) -> np.ndarray:
   """Line-by-line parse of one block, to name the offending line."""
@@ -255,10 +379,12 @@ def _iter_matrix_blocks(stream: BinaryIO, label: str, ncols: int | None,
       first = block.split(b"\n", 1)[0].decode("utf-8", errors="replace")
       ncols = len([p for p in re.split(r"[,\s]+", first.strip()) if p]) or 1
     nlines = block.count(b"\n")
+    spaced = block.translate(_COMMA_TO_SPACE)
     with warnings.catch_warnings():  # np.fromstring warns (and stops) at unparsable text.
       warnings.simplefilter("ignore")
-      values = np.fromstring(block.translate(_COMMA_TO_SPACE), dtype=np_dtype, sep=" ")
-    if values.size == nlines * ncols and (dtype is not int or b"." not in block):
+      values = np.fromstring(spaced, dtype=np_dtype, sep=" ")
+    if (values.size == nlines * ncols and (dtype is not int or b"." not in block)
+        and _every_line_has(spaced, ncols)):
       yield first_line, values.reshape(nlines, ncols)
     else:  # Blank lines or a malformed line: the slow path finds which.
       yield first_line, _parse_block_slow(block, first_line, ncols, dtype, label)
@@ -288,7 +414,7 @@ def read_tu_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -
   """
   src = _Source(resolve_data_dir(data_dir), name)
   try:
-    return _read(src)
+    return dataclasses.replace(_read(src), source=src.where)
   finally:
     src.close()
 

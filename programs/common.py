@@ -18,11 +18,14 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import cache
+from data_prep import features
 from data_prep import partition
 from data_prep import tu
+from programs import cli
 from tff_graph import algorithms
 from tff_graph import config as config_lib
 from tff_graph import experiment
+from tff_graph import program_logic
 from tff_graph import runtime
 from tff_graph.federated import client_work as cw
 
@@ -51,9 +54,10 @@ def _define(name: str, default, help_text: str, annotation: str, meta: dict) -> 
 
 def _config_fields():
   """(section, field name, default, help, annotation, metadata) of every flag of the config tree."""
-  for section in (config_lib.DataConfig, config_lib.ModelConfig, config_lib.RunConfig, config_lib.ClusteringConfig):
+  for section in (config_lib.DataConfig, config_lib.ModelConfig, config_lib.RunConfig, config_lib.ClusteringConfig,
+                  config_lib.PrivacyConfig):
     name = {config_lib.DataConfig: "data", config_lib.ModelConfig: "model", config_lib.RunConfig: "run",
-            config_lib.ClusteringConfig: "clustering"}[section]
+            config_lib.ClusteringConfig: "clustering", config_lib.PrivacyConfig: "privacy"}[section]
     for f in dataclasses.fields(section):
       yield name, f.name, f.default, f.metadata["help"], str(f.type), dict(f.metadata)
   defaults = cw.TrainingConfig()
@@ -72,7 +76,8 @@ def define_experiment_flags() -> None:
     _define(name, default, help_text, annotation, meta)
   flags.DEFINE_list("plugins", [], "Python modules to import before anything else, e.g. a module of yours that "
                     "registers algorithms with tff_graph.algorithms.register (they then work with --algorithm).")
-  flags.DEFINE_string("data_dir", None, f"Folder with the TU <NAME>.zip files (default: ${tu.DEFAULT_DATA_DIR_ENV}).")
+  flags.DEFINE_string("data_dir", None, "Folder with the TU datasets, each <NAME>.zip or a folder <NAME>/ (any "
+                      f"layout inside; default: ${tu.DEFAULT_DATA_DIR_ENV}).")
   flags.DEFINE_string("cache_dir", None, f"Prepared-data cache (default: ${cache.CACHE_DIR_ENV} or ~/.cache/tff_graph).")
   flags.DEFINE_bool("overwrite", False, "Replace a finished run (or another run) in the output folder.")
   flags.DEFINE_string(
@@ -84,8 +89,7 @@ def define_experiment_flags() -> None:
 
 def start(argv: list[str]) -> bool:
   """Common program start: rejects stray positional arguments, quiets TF/TFF logging, imports plugins."""
-  if len(argv) > 1:
-    print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
+  if cli.stray_arguments(argv):
     return False
   quiet_logs()
   for module in FLAGS.plugins:
@@ -141,36 +145,54 @@ def check_algorithm(name: str) -> str:
   return name
 
 
-def experiment_config(algorithm: str) -> experiment.ExperimentConfig:
-  """The configuration tree from the flags."""
+def experiment_config(algorithm: str, *, strict: bool = True) -> experiment.ExperimentConfig:
+  """The configuration tree from the flags; `strict`: an option the algorithm does not read is an error."""
   check_algorithm(algorithm)
   try:
     seeds = tuple(int(s) for s in FLAGS.seeds)
   except ValueError:
     raise UsageError(f"--seeds must be integers, got {FLAGS.seeds}") from None
-  values: dict = {"data": {}, "model": {}, "run": {}, "clustering": {}, "training": {}}
+  values: dict = {"data": {}, "model": {}, "run": {}, "clustering": {}, "training": {}, "privacy": {}}
   for section, name, *_ in _config_fields():
     if section is not None:
       values[section][name] = FLAGS[name].value
   values["run"]["seeds"] = seeds
   try:
-    return experiment.ExperimentConfig(
+    config = experiment.ExperimentConfig(
         algorithm=algorithm, proximal_mu=FLAGS.proximal_mu, data=config_lib.DataConfig(**values["data"]),
         model=config_lib.ModelConfig(**values["model"]), run=config_lib.RunConfig(**values["run"]),
         clustering=config_lib.ClusteringConfig(**values["clustering"]),
-        training=cw.TrainingConfig(**values["training"]))
+        training=cw.TrainingConfig(**values["training"]), privacy=config_lib.PrivacyConfig(**values["privacy"]))
+    if strict:
+      experiment.check_options(config)
   except ValueError as e:
-    raise UsageError(str(e)) from None
+    raise UsageError(str(e)).with_traceback(None) from None
+  return config
+
+
+def experiment_configs(names: list[str]) -> list[experiment.ExperimentConfig]:
+  """One configuration per algorithm (a comparison): each option goes to the algorithms that read it,
+  and an option that none of them reads is an error."""
+  configs, unused = [], []
+  for name in names:
+    config, dropped = experiment.unused_options(experiment_config(name, strict=False))
+    configs.append(config)
+    unused.append({d.split("=")[0]: d for d in dropped})
+  never = [d for key, d in unused[0].items() if all(key in u for u in unused)]
+  if never:
+    raise UsageError(f"none of {', '.join(names)} uses " + "; ".join(never) + ": leave these options out")
+  return configs
 
 
 def prepare(config: experiment.ExperimentConfig) -> cache.PreparedSetting:
   try:
     partition.parse_setting(config.setting)
-    tu.resolve_data_dir(FLAGS.data_dir)
-    return cache.prepare_setting(config.setting, data_dir=FLAGS.data_dir, cache_dir=FLAGS.cache_dir,
-                                 seed=config.data.split_seed, n_rw=config.data.n_rw, n_dg=config.data.n_dg)
-  except (partition.SettingError, tu.TUFormatError) as e:
+    return experiment.prepare_data(config, data_dir=FLAGS.data_dir, cache_dir=FLAGS.cache_dir)
+  except (partition.SettingError, tu.TUFormatError, features.FeatureError) as e:
     raise UsageError(str(e)) from None
+  except OSError as e:  # E.g. the cache disk is full or read-only; nothing half-written is left in it.
+    raise UsageError(f"cannot write the prepared data to the cache ({e.strerror or e}: {e.filename or ''}); "
+                     f"free space or choose another --cache_dir / ${cache.CACHE_DIR_ENV}") from None
 
 
 def resolve(algorithm: str):
@@ -182,6 +204,26 @@ def resolve(algorithm: str):
 
 
 _last_width = [0]
+
+
+# What can stop a run once it has started, each reported as one line (`report_run_error`).
+RUN_ERRORS = (experiment.RunFolderError, runtime.WorkerError, program_logic.CheckpointError, OSError)
+
+
+def report_run_error(e: Exception) -> int:
+  """Prints one line for an error that stopped a run; returns the exit code (2: the folder was taken by
+  another run; 1: the run stopped and resumes when the same command runs again)."""
+  end_progress()
+  if isinstance(e, experiment.RunFolderError):  # E.g. another run took the folder meanwhile.
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  if isinstance(e, (runtime.WorkerError, program_logic.CheckpointError)):
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+  # Disk full, permissions changed under the run: resumable once fixed.
+  print(f"error: cannot write the run ({e.strerror or e}: {e.filename or ''}); fix it and run the same command "
+        "again to resume", file=sys.stderr)
+  return 1
 
 
 def progress_line(status: dict) -> None:

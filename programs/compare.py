@@ -20,10 +20,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
+from programs import cli  # noqa: E402
 from programs import common  # noqa: E402
 from tff_graph import comparison  # noqa: E402
 from tff_graph import experiment  # noqa: E402
-from tff_graph import runtime  # noqa: E402
 
 common.define_experiment_flags()
 flags.adopt_module_key_flags(common)
@@ -36,13 +36,14 @@ def main(argv: list[str]) -> int:
   if not common.start(argv):
     return 2
   try:
-    configs = [common.experiment_config(a) for a in _ALGORITHMS.value]
+    configs = common.experiment_configs(_ALGORITHMS.value)
     prepared = common.prepare(configs[0])
     root = common.path(_OUTPUT_DIR.value or f"runs/compare-{configs[0].setting.replace(':', '_')}")
     common.workers()
-    if not common.overwrite():
-      for c in configs:  # A rerun resumes unfinished algorithms and reuses finished ones.
-        experiment.check_run_folder(root / c.algorithm, c, allow_finished=True)
+    for c in configs:
+      experiment.check_output_folder(root / c.algorithm)
+      if not common.overwrite():  # A rerun resumes unfinished algorithms and reuses finished ones.
+        experiment.check_run_folder(root / c.algorithm, c, allow_finished=True, prepared=prepared)
   except (common.UsageError, experiment.RunFolderError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -52,10 +53,8 @@ def main(argv: list[str]) -> int:
       for c in configs:
         results.append(experiment.run_experiment(c, prepared, root / c.algorithm, overwrite=common.overwrite(),
                                                  allow_finished=True, progress=common.progress_line))
-  except runtime.WorkerError as e:
-    common.end_progress()
-    print(f"error: {e}", file=sys.stderr)
-    return 1
+  except common.RUN_ERRORS as e:
+    return common.report_run_error(e)
   common.end_progress()
   table = comparison.comparison_table(results, prepared)  # Parameter counts from each run's config.
   comparison.write_table(root, table)
@@ -65,4 +64,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

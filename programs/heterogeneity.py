@@ -21,11 +21,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
+
+from programs import cli  # noqa: E402
 import numpy as np  # noqa: E402
 
 from data_prep import cache  # noqa: E402
 from data_prep import partition  # noqa: E402
 from data_prep import tu  # noqa: E402
+from programs import cli  # noqa: E402
+from tff_graph import config as config_lib  # noqa: E402
 from tff_graph import heterogeneity as het  # noqa: E402
 
 _SETTING = flags.DEFINE_string("setting", "molecules", "Setting whose clients are compared (see programs.train).")
@@ -38,6 +42,8 @@ _RUN_DIR = flags.DEFINE_string("run_dir", None, "A GCFL-family run folder of thi
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Output folder (default: results/heterogeneity-<setting>).")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "TU data folder (default: $TFF_GRAPH_DATA).")
 _CACHE_DIR = flags.DEFINE_string("cache_dir", None, "Prepared-data cache (default: $TFF_GRAPH_CACHE).")
+_SPLIT = flags.DEFINE_enum("split", partition.DEFAULT_SPLIT, list(partition.SPLIT_KINDS),
+                           "Client split (as programs.train's --split; a --run_dir's own split is used if it has one).")
 
 
 def _heatmap(path: pathlib.Path, names: list[str], matrix: np.ndarray, title: str) -> None:
@@ -68,7 +74,12 @@ def main(argv: list[str]) -> int:
   del argv
   start = time.perf_counter()
   try:
-    prepared = cache.prepare_setting(_SETTING.value, data_dir=_DATA_DIR.value, cache_dir=_CACHE_DIR.value)
+    split = _SPLIT.value
+    if _RUN_DIR.value and (pathlib.Path(_RUN_DIR.value) / "config.json").is_file():
+      split = config_lib.ExperimentConfig.from_dict(
+          json.loads((pathlib.Path(_RUN_DIR.value) / "config.json").read_text())).data.split
+    prepared = cache.prepare_setting(_SETTING.value, data_dir=_DATA_DIR.value, cache_dir=_CACHE_DIR.value,
+                                     split=split)
   except (tu.TUFormatError, partition.SettingError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -98,7 +109,7 @@ def main(argv: list[str]) -> int:
     m = het.pairwise_matrix(groups, measure)
     _matrix_csv(out / f"{label}.csv", names, m)
     _heatmap(out / f"heatmap_{label}.png", names, m, f"{label} heterogeneity ({_SETTING.value})")
-    if prepared.setting.clients_per_dataset == 1 and not prepared.setting.one_dataset_clients:
+    if prepared.setting.one_client_per_dataset:
       s = het.domain_summary([c.dataset for c in prepared.clients], m)
       summary.append(f"| {label} | {s['within_dataset']:.3f} | {s['within_domain']:.3f} | {s['across_domains']:.3f} |")
   if _RUN_DIR.value:
@@ -120,4 +131,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

@@ -19,10 +19,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
-from data_prep import cache  # noqa: E402
+from data_prep import features  # noqa: E402
 from data_prep import partition  # noqa: E402
 from data_prep import tu  # noqa: E402
+from programs import cli  # noqa: E402
 from tff_graph import anchors  # noqa: E402
+from tff_graph import experiment  # noqa: E402
 from tff_graph import results  # noqa: E402
 
 _RUNS = flags.DEFINE_list("runs", None, "Run folders or comparison folders to merge.", required=True)
@@ -35,23 +37,22 @@ _CACHE_DIR = flags.DEFINE_string("cache_dir", None, "Prepared-data cache.")
 
 
 def main(argv: list[str]) -> int:
-  if len(argv) > 1:
-    print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
+  if cli.stray_arguments(argv):
     return 2
   try:
     loaded = results.load_results(_RUNS.value)
     config = loaded[0].config
+    results.split_of(loaded)
     paper = anchors.lookup(_PAPER.value, config.setting) if _PAPER.value else None
-    prepared = cache.prepare_setting(config.setting, data_dir=_DATA_DIR.value, cache_dir=_CACHE_DIR.value,
-                                     seed=config.data.split_seed, n_rw=config.data.n_rw, n_dg=config.data.n_dg)
-  except (results.ResultsError, KeyError, partition.SettingError, tu.TUFormatError) as e:
+    prepared = experiment.prepare_data(config, data_dir=_DATA_DIR.value, cache_dir=_CACHE_DIR.value)
+  except (results.ResultsError, KeyError, partition.SettingError, tu.TUFormatError, features.FeatureError) as e:
     print(f"error: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
     return 2
   rows = results.results_table(loaded, prepared, paper)
   results.write(_OUTPUT_DIR.value, rows, loaded)
-  print(results.to_markdown(rows))
+  print(results.to_markdown(rows) + "\n\n" + results.SPLIT_NOTE[results.split_of(loaded)])
   return 0
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

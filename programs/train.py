@@ -20,9 +20,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
+from programs import cli  # noqa: E402
 from programs import common  # noqa: E402
 from tff_graph import experiment  # noqa: E402
-from tff_graph import runtime  # noqa: E402
 
 common.define_experiment_flags()
 flags.adopt_module_key_flags(common)
@@ -37,8 +37,9 @@ def main(argv: list[str]) -> int:
     config, prepared = common.resolve(_ALGORITHM.value)
     folder = _OUTPUT_DIR.value or f"runs/{_ALGORITHM.value}-{config.setting.replace(':', '_')}"
     common.workers()
+    experiment.check_output_folder(folder)
     if not common.overwrite():
-      experiment.check_run_folder(common.path(folder), config)
+      experiment.check_run_folder(common.path(folder), config, prepared=prepared)
   except (common.UsageError, experiment.RunFolderError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -46,10 +47,8 @@ def main(argv: list[str]) -> int:
     with common.execution_context(folder):
       result = experiment.run_experiment(config, prepared, folder, overwrite=common.overwrite(),
                                          progress=common.progress_line)
-  except runtime.WorkerError as e:
-    common.end_progress()
-    print(f"error: {e}", file=sys.stderr)
-    return 1
+  except common.RUN_ERRORS as e:
+    return common.report_run_error(e)
   common.end_progress()
   mean, std = result.aggregate()
   for cid, values in result.per_client().items():
@@ -60,4 +59,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

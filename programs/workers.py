@@ -29,6 +29,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
+
+from programs import cli  # noqa: E402
 import grpc  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
@@ -48,8 +50,7 @@ def _on_signal(signum, frame):  # noqa: ARG001
 
 
 def main(argv: list[str]) -> int:
-  if len(argv) > 1:
-    print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
+  if cli.stray_arguments(argv):
     return 2
   try:
     ports = [int(p) for p in _PORTS.value]
@@ -98,4 +99,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

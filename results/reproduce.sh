@@ -13,16 +13,23 @@
 # sharing-scope and embedding ablations on BIO-CHEM; scaling = FedAvg, GCFL, FedStar on CHEM split
 # into k = 1, 2, 4, 8, 12 shards per dataset (7 ... 84 clients), seed 1.
 #
-# Environment: PY (default .venv/bin/python), RUNS (run folders, default runs/results),
-# TFF_GRAPH_DATA (TU zips, default ../shared/data/TUDataset), WORKERS (passed as --workers if set).
+# Environment: PY (default .venv/bin/python), RUNS (run folders, default runs/results[-<split>]),
+# TFF_GRAPH_DATA (TU zips, default ../shared/data/TUDataset), WORKERS (passed as --workers if set),
+# SPLIT (default numpy: the split the committed tables used; SPLIT=reference: the papers' own split,
+# tables under results/reference-split/), OUT (where the tables go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-RUNS=${RUNS:-runs/results}
 DATA=${TFF_GRAPH_DATA:-../shared/data/TUDataset}
 EXTRA=()
 [ -n "${WORKERS:-}" ] && EXTRA+=("--workers=$WORKERS")
-COMMON=(--rounds=200 "--data_dir=$DATA" "${EXTRA[@]}")
+# The committed tables were made on tff-graph's earlier NumPy split (their table.md says so); the papers'
+# own split (--split=reference, the programs' default) is for the re-runs of the papers' tables.
+SPLIT=${SPLIT:-numpy}
+# Where the tables go: the NumPy-split tables stay where they are; the papers' split gets its own tree.
+if [ "$SPLIT" = numpy ]; then OUT=${OUT:-results}; RUNS=${RUNS:-runs/results}
+else OUT=${OUT:-results/$SPLIT-split}; RUNS=${RUNS:-runs/results-$SPLIT}; fi
+COMMON=(--rounds=200 "--data_dir=$DATA" "--split=$SPLIT" "${EXTRA[@]}")
 FEDSTAR_SEEDS=(1 2 3 4 5)
 GCFL_SEEDS=(10 42 79 111 123)
 
@@ -44,7 +51,7 @@ fedstar_table() {  # fedstar_table <setting>: FedStar's Table 1, seeds 1-5, fina
   for s in "${FEDSTAR_SEEDS[@]}"; do
     $PY -m programs.compare --algorithms=local,fedavg,fedprox,fedper,fedsage,gcfl,fedstar \
       --setting="$setting" --seeds="$s" --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/$setting/seed$s"
-    table fedstar "results/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do echo "$RUNS/$setting/seed$t"; done)
+    table fedstar "$OUT/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do echo "$RUNS/$setting/seed$t"; done)
   done
 }
 
@@ -57,17 +64,17 @@ gcfl_table() {  # gcfl_table <setting> <name>: GCFL's Self-train, FedAvg, FedPro
     # caches the accuracies of the round before each split, as the reference does.
     $PY -m programs.compare --algorithms=gcfl,gcfl_plus,gcfl_plus_dws --setting="$setting" --seeds="$s" \
       --eval_every=1 "${COMMON[@]}" --output_dir="$RUNS/$name/seed$s/gcfl"
-    table gcfl "results/$name" $(for t in "${GCFL_SEEDS[@]}"; do echo "$RUNS/$name/seed$t/baselines $RUNS/$name/seed$t/gcfl"; done)
+    table gcfl "$OUT/$name" $(for t in "${GCFL_SEEDS[@]}"; do echo "$RUNS/$name/seed$t/baselines $RUNS/$name/seed$t/gcfl"; done)
   done
 }
 
 scaling() {  # Accuracy as CHEM is split over more clients (k shards per dataset: 7 ... 84 clients), seed 1
   # k = 1: the CHEM table's seed-1 runs of the three algorithms.
-  table "" results/scaling/chem@1 "$RUNS/chem/seed1/fedavg" "$RUNS/chem/seed1/gcfl" "$RUNS/chem/seed1/fedstar"
+  table "" "$OUT/scaling/chem@1" "$RUNS/chem/seed1/fedavg" "$RUNS/chem/seed1/gcfl" "$RUNS/chem/seed1/fedstar"
   for k in 2 4 8 12; do
     $PY -m programs.compare --algorithms=fedavg,gcfl,fedstar --setting="chem@$k" --seeds=1 \
       --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/scaling/chem@$k"
-    table "" "results/scaling/chem@$k" "$RUNS/scaling/chem@$k"
+    table "" "$OUT/scaling/chem@$k" "$RUNS/scaling/chem@$k"
   done
 }
 
@@ -83,7 +90,7 @@ ablations() {  # FedStar on BIO-CHEM: what is shared, and which structure embedd
       fi
     done
     # With the biochem table's local (for gains) and fedstar (structure shared, rw_dg) runs.
-    table fedstar results/biochem-ablations $(for t in "${FEDSTAR_SEEDS[@]}"; do
+    table fedstar "$OUT/biochem-ablations" $(for t in "${FEDSTAR_SEEDS[@]}"; do
       echo "$RUNS/biochem/seed$t/local $RUNS/biochem/seed$t/fedstar $RUNS/biochem-ablations/seed$t/sharing"
       for emb in rw dg ones; do echo "$RUNS/biochem-ablations/seed$t/emb_$emb"; done; done)
   done

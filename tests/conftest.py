@@ -8,6 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pathlib
 
 import dataclasses
+import functools
 
 import pytest
 
@@ -29,6 +30,13 @@ def data_dir() -> pathlib.Path:
       pytest.fail(f"CI needs the TU datasets at $TFF_GRAPH_DATA or {DEFAULT_SHARED}")
     pytest.skip("real TU datasets not found (set TFF_GRAPH_DATA)")
   return path
+
+
+@functools.lru_cache(maxsize=None)
+def read_real(data_dir: pathlib.Path, name: str):
+  """A real TU dataset, parsed once per test session (COLLAB takes ~30 s): read-only for tests."""
+  from data_prep import tu  # pylint: disable=g-import-not-at-top
+  return tu.read_tu_dataset(name, data_dir)
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +107,7 @@ def experiment_config(algorithm: str, *, rounds: int = 3, seed: int = 1, **secti
   from tff_graph import config as config_lib  # pylint: disable=g-import-not-at-top
   from tff_graph.federated import client_work as cw  # pylint: disable=g-import-not-at-top
   kinds = {"data": config_lib.DataConfig, "model": config_lib.ModelConfig, "training": cw.TrainingConfig,
-           "clustering": config_lib.ClusteringConfig}
+           "clustering": config_lib.ClusteringConfig, "privacy": config_lib.PrivacyConfig}
   run = dict(rounds=rounds, seeds=(seed,), checkpoint_every=1)
   run.update(sections.pop("run", {}))
   proximal_mu = sections.pop("proximal_mu", None)

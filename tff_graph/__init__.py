@@ -14,10 +14,14 @@ The public API (see README.md, "Python API"):
   `DecoupledClassifier`, `register_convolution`, `tfgnn_convolution`;
 * running: `train_process` (the one round loop), `Releases`, `LoopState`, `TrainingResult`,
   `run_experiment` (run folders: CSV, TensorBoard, checkpoints, SavedModels, tables),
-  `ExperimentConfig` and its sections, `Components`, `prepare_setting`, `execution_context`.
+  `ExperimentConfig` and its sections, `Components`, `prepare_setting`, `prepare_data`, `execution_context`;
+* data: `parse_setting` (the setting grammar), `graphs` (datasets from NumPy arrays, networkx graphs or
+  GraphTensors: `graphs.from_numpy`, `graphs.from_networkx`, `graphs.from_graph_tensors`).
 """
 
+from data_prep import graphs
 from data_prep.cache import prepare_setting
+from data_prep.partition import parse_setting
 from tff_graph.aggregators import ClusterwiseFactory
 from tff_graph.algorithms import AlgorithmSpec
 from tff_graph.algorithms import BuildContext
@@ -40,6 +44,7 @@ from tff_graph.config import ExperimentConfig
 from tff_graph.config import ModelConfig
 from tff_graph.config import RunConfig
 from tff_graph.experiment import Components
+from tff_graph.experiment import prepare_data
 from tff_graph.experiment import run_experiment
 from tff_graph.federated.client_work import ClientSpec
 from tff_graph.federated.client_work import ClientWork
@@ -63,5 +68,6 @@ from tff_graph.program_logic import Releases
 from tff_graph.program_logic import TrainingResult
 from tff_graph.program_logic import train_process
 from tff_graph.runtime import execution_context
+from tff_graph.version import VERSION
 
-__version__ = "0.2.0"
+__version__ = VERSION

@@ -2,11 +2,12 @@
 
     ExperimentConfig
       algorithm, proximal_mu          which algorithm (a registered name) and its FedProx mu
-      data: DataConfig                setting, split seed, structure-embedding widths
+      data: DataConfig                setting, split kind and seed, node features, structure-embedding widths
       model: ModelConfig              hidden width, layers, dropout, structure embedding type
       training: TrainingConfig        local epochs, batch size, Adam, weight decay (client_work)
       clustering: ClusteringConfig    GCFL's eps1, eps2, seq_length, standardize (None: the setting's)
       run: RunConfig                  rounds, seeds, client fraction, evaluation/checkpoint periods
+      privacy: PrivacyConfig          DP noise/clip/delta and secure aggregation of the shared update
 
 Every leaf field is one program flag of the same name (`programs/common.py` defines the flags from
 the dataclasses' fields and their `help` metadata; fields with `flag=False` are not flags).
@@ -18,11 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any
 
 from tff_graph import clustering
+from tff_graph import privacy
 from tff_graph.federated import client_work as cw
 from tff_graph.models import classifiers
+
+
+MAX_N_RW = 256  # Random-walk steps: the papers use 16; thousands only burn time and memory.
+MAX_N_DG = 1024
 
 
 def _field(default, help_text: str, **extra):
@@ -31,13 +38,34 @@ def _field(default, help_text: str, **extra):
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-  setting: str = _field("chem", "Clients: a group of the GCFL paper (molecules, small, biochem, mix) or of the "
-                        "FedStar paper (chem, biochem, biochemsn, biosncv), optionally with _tiny (150 graphs "
-                        "per dataset) and/or @k (k clients per dataset, e.g. chem@4); or <DATASET>:<N>[:overlap] "
-                        "(one dataset over N clients).")
-  split_seed: int = _field(123, "Seed of the client partition.")
-  n_rw: int = _field(16, "Random-walk steps of the RWSE.", lower_bound=1)
-  n_dg: int = _field(16, "Width of the one-hot degree embedding.", lower_bound=1)
+  setting: str = _field("chem", "Clients: a group (molecules, small, biochem, mix of GCFL; chem, biochem, biochemsn, "
+                        "biosncv of FedStar), optionally with _tiny (150 graphs per dataset) and/or @k (k clients per "
+                        "dataset, e.g. chem@4); or a comma list of parts NAME[@k] | NAME:N[:overlap] | "
+                        "NAME:N:dirichlet=ALPHA, where NAME is any TU dataset in --data_dir (or a group), e.g. "
+                        "MUTAG,PTC_MR,NCI1@4 or NCI1:30:dirichlet=0.5.")
+  split: str = _field("reference", "How each client's graphs are split 80/10/10: reference (the papers' scikit-learn "
+                      "calls, random_state=split_seed: the same graphs in train/val/test as the papers' code) or "
+                      "numpy (tff-graph's earlier split, kept for the tables made with it).",
+                      choices=("reference", "numpy"))
+  split_seed: int = _field(123, "Seed of the client partition (the papers' seed_dataSplit = 123).", lower_bound=0,
+                           upper_bound=2**32 - 1)
+  node_features: str = _field("auto", "Node features: auto (the papers' rule: one-hot node labels, else attributes, "
+                              "else one-hot degree), labels, attributes, both (labels and attributes concatenated) "
+                              "or degree.", choices=("auto", "labels", "attributes", "both", "degree"))
+  standardize_attributes: bool = _field(False, "Standardise node-attribute columns per client with the mean/std of "
+                                        "its training graphs (nothing from val/test).")
+  n_rw: int = _field(16, "Random-walk steps of the RWSE (1..256).", lower_bound=1, upper_bound=MAX_N_RW)
+  n_dg: int = _field(16, "Width of the one-hot degree embedding (1..1024).", lower_bound=1, upper_bound=MAX_N_DG)
+
+  def __post_init__(self):
+    if self.split not in ("reference", "numpy"):
+      raise ValueError(f"split must be 'reference' or 'numpy', got {self.split!r}")
+    if not 0 <= self.split_seed < 2**32:
+      raise ValueError(f"split_seed must be in 0..2**32-1, got {self.split_seed}")
+    if self.node_features not in ("auto", "labels", "attributes", "both", "degree"):
+      raise ValueError(f"unknown node_features {self.node_features!r}")
+    if not (1 <= self.n_rw <= MAX_N_RW and 1 <= self.n_dg <= MAX_N_DG):
+      raise ValueError(f"n_rw must be in 1..{MAX_N_RW} and n_dg in 1..{MAX_N_DG}, got {self.n_rw}, {self.n_dg}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,12 +80,24 @@ class ModelConfig:
 @dataclasses.dataclass(frozen=True)
 class ClusteringConfig:
   eps1: float | None = _field(None, "GCFL: split a cluster when its mean update norm < eps1 (default: the "
-                              "reference's value for the setting).")
-  eps2: float | None = _field(None, "GCFL: ... and its largest client update norm > eps2 (default: reference).")
-  seq_length: int | None = _field(None, "GCFL+: length of the norm sequences compared by DTW (default: reference).")
+                              "reference's value for the setting).", lower_bound=0.0)
+  eps2: float | None = _field(None, "GCFL: ... and its largest client update norm > eps2 (default: reference).",
+                              lower_bound=0.0)
+  seq_length: int | None = _field(None, "GCFL+: length of the norm sequences compared by DTW (default: reference).",
+                                  lower_bound=1)
   standardize: bool = _field(False, "GCFL+: divide each sequence by its std before DTW.")
   warmup_rounds: int = _field(clustering.WARMUP_ROUNDS, "GCFL: no cluster splits in the first k rounds "
                               "(the reference's 20).", lower_bound=0)
+
+  def __post_init__(self):
+    for name in ("eps1", "eps2"):
+      value = getattr(self, name)
+      if value is not None and not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    if self.seq_length is not None and self.seq_length < 1:
+      raise ValueError(f"seq_length must be >= 1, got {self.seq_length}")
+    if self.warmup_rounds < 0:
+      raise ValueError(f"warmup_rounds must be >= 0, got {self.warmup_rounds}")
 
   def thresholds(self, setting: str) -> clustering.SplitThresholds:
     base = clustering.thresholds_for(setting)
@@ -82,10 +122,46 @@ class RunConfig:
       raise ValueError(f"rounds must be >= 1, got {self.rounds}")
     if not self.seeds:
       raise ValueError("at least one seed is needed")
+    if len(set(self.seeds)) != len(self.seeds):
+      raise ValueError(f"seeds must differ (each is one run), got {list(self.seeds)}")
+    if any(s < 0 or s >= 2**31 for s in self.seeds):
+      raise ValueError(f"seeds must be in 0..2**31-1, got {list(self.seeds)}")
     if self.checkpoint_every < 1 or self.eval_every < 1:
       raise ValueError(f"checkpoint_every and eval_every must be >= 1 ({self})")
     if not 0.0 < self.client_fraction <= 1.0:
       raise ValueError(f"client_fraction must be in (0, 1], got {self.client_fraction}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyConfig:
+  dp_noise_multiplier: float | None = _field(None, "Client-level DP on the shared update: Gaussian noise of stddev "
+                                             "dp_noise_multiplier * dp_clip on the sum of clipped updates (unweighted "
+                                             "mean); epsilon per round in train_metrics.csv (default: no DP).",
+                                             lower_bound=0.0)
+  dp_clip: float = _field(1.0, "DP: L2 clip norm of each client's shared update.", lower_bound=0.0)
+  dp_delta: float = _field(1e-5, "DP: the delta at which epsilon is reported.", lower_bound=0.0, upper_bound=1.0)
+  secure_aggregation: bool = _field(False, "Sum the shared updates with TFF's SecureSumFactory (values clipped to "
+                                    "+-secure_bound, quantised to 32-bit integers; simulated here).")
+  secure_bound: float = _field(1000.0, "Secure aggregation: clipping bound of each summed value.", lower_bound=0.0)
+
+  def __post_init__(self):
+    z = self.dp_noise_multiplier
+    if z is not None and not (math.isfinite(z) and z >= 0):
+      raise ValueError(f"dp_noise_multiplier must be a finite number >= 0, got {z}")
+    if not (math.isfinite(self.dp_clip) and self.dp_clip > 0):
+      raise ValueError(f"dp_clip must be a finite number > 0, got {self.dp_clip}")
+    if not 0 < self.dp_delta < 1:
+      raise ValueError(f"dp_delta must be in (0, 1), got {self.dp_delta}")
+    if not (math.isfinite(self.secure_bound) and self.secure_bound > 0):
+      raise ValueError(f"secure_bound must be a finite number > 0, got {self.secure_bound}")
+
+  @property
+  def active(self) -> bool:
+    return self.dp_noise_multiplier is not None or self.secure_aggregation
+
+  def spec(self) -> privacy.PrivacySpec:
+    return privacy.PrivacySpec(noise_multiplier=self.dp_noise_multiplier, clip=self.dp_clip, delta=self.dp_delta,
+                               secure=self.secure_aggregation, secure_bound=self.secure_bound)
 
 
 # TrainingConfig (client_work) is the training branch; these fields of it are flags:
@@ -97,6 +173,7 @@ TRAINING_FLAGS = {
 }
 
 _LEGACY_SECTIONS = {"data": DataConfig, "model": ModelConfig, "clustering": ClusteringConfig, "run": RunConfig,
+                    "privacy": PrivacyConfig,
                     "training": cw.TrainingConfig}
 
 
@@ -110,6 +187,7 @@ class ExperimentConfig:
   training: cw.TrainingConfig = cw.TrainingConfig()
   clustering: ClusteringConfig = ClusteringConfig()
   run: RunConfig = RunConfig()
+  privacy: PrivacyConfig = PrivacyConfig()
   proximal_mu: float | None = _field(None, "FedProx mu (default: 0.01 for fedprox, 0 otherwise).")
 
   def __post_init__(self):
@@ -162,6 +240,8 @@ class ExperimentConfig:
         d[name] = {k: flat.pop(k) for k in list(flat) if k in fields}
       if flat:
         raise ValueError(f"unknown configuration keys {sorted(flat)}")
+    if "split" not in d.get("data", {}):  # Runs made before the reference split were on the NumPy split.
+      d["data"] = {**d.get("data", {}), "split": "numpy"}
     sections = {}
     for name, section in _LEGACY_SECTIONS.items():
       values = dict(d.get(name, {}))

@@ -25,18 +25,21 @@ checkpoint of the unfinished seed; since every round depends only on the state b
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import pathlib
 import shutil
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import tensorflow_federated as tff
 
 from data_prep import cache
 from tff_graph import algorithms
+from tff_graph import privacy
 from tff_graph import program_logic
+from tff_graph import version
 from tff_graph.config import ExperimentConfig
 from tff_graph.federated import client_work as cw
 from tff_graph.federated import process as process_lib
@@ -75,12 +78,160 @@ class Components:
     return out
 
 
-def run_record(config: ExperimentConfig, components: Components = Components()) -> str:
-  """The text of config.json: the configuration (+ the plugged-in components' names)."""
+def write_atomic(path: pathlib.Path, text: str) -> None:
+  """Writes `text` to `path` through a temporary file renamed into place (never half a file)."""
+  tmp = path.with_name(f".{path.name}.tmp")
+  tmp.write_text(text)
+  os.replace(tmp, path)
+
+
+def run_record(config: ExperimentConfig, components: Components = Components(),
+               prepared: cache.PreparedSetting | None = None) -> str:
+  """The text of config.json: the configuration (+ the plugged-in components' names, + the data's fingerprint)."""
   d = config.to_dict()
   if components.describe():
     d["components"] = components.describe()
+  if prepared is not None:
+    d["data_fingerprint"] = prepared.data_fingerprint()
+    d["code_version"] = version.VERSION  # Recorded, not enforced: a fixed bug must not block a resume.
   return json.dumps(d, indent=1, sort_keys=True)
+
+
+class RunLock:
+  """An OS lock (`flock`) on `<folder>/.lock`, held while a run writes the folder.
+
+  The kernel releases it when the process exits in any way (kill -9 included), so a crashed run never
+  leaves a stale lock; a second run on the same folder gets a RunFolderError naming the holder's PID.
+  """
+
+  def __init__(self, folder: str | os.PathLike[str]):
+    self.folder = pathlib.Path(folder)
+    self._fd: int | None = None
+
+  def __enter__(self) -> "RunLock":
+    self.folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+      os.close(fd)
+      raise RunFolderError(f"{self.folder} is being written by another run (PID {holder}); wait for it to end or "
+                           "choose another output folder") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    self._fd = fd
+    return self
+
+  def __exit__(self, *exc) -> None:
+    if self._fd is not None:
+      fcntl.flock(self._fd, fcntl.LOCK_UN)
+      os.close(self._fd)
+      self._fd = None
+
+
+LOCK_FILE = ".lock"
+_NOT_RESULTS = {"worker.log", LOCK_FILE}
+
+
+def check_output_folder(folder: str | os.PathLike[str]) -> None:
+  """Raises RunFolderError unless `folder` is (or can be made) a writable folder that no other run holds."""
+  folder = pathlib.Path(folder)
+  if folder.exists() and not folder.is_dir():
+    raise RunFolderError(f"output folder {folder} is a file; choose a folder")
+  try:
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".write-test-{os.getpid()}"
+    probe.write_text("")
+    probe.unlink()
+  except OSError as e:
+    raise RunFolderError(f"cannot write to output folder {folder}: {e.strerror or e}") from None
+  if (folder / LOCK_FILE).exists():  # Another run writing it: refused now, before any work.
+    with RunLock(folder):
+      pass
+
+
+def _normalised(record: dict[str, Any]) -> Any:
+  """A config.json's content with the defaults of fields added since it was written (e.g. data.split)."""
+  record = dict(record)
+  components = record.pop("components", None)
+  record.pop("data_fingerprint", None)
+  record.pop("code_version", None)
+  try:
+    return ExperimentConfig.from_dict(record).to_dict(), components
+  except (TypeError, ValueError, KeyError):
+    return record, components
+
+
+def prepare_data(config: ExperimentConfig, *, data_dir: str | os.PathLike[str] | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None,
+                 datasets: Mapping[str, Any] | None = None) -> cache.PreparedSetting:
+  """The prepared setting `config.data` describes (TU datasets from `data_dir`, or in-memory `datasets`)."""
+  d = config.data
+  return cache.prepare_setting(d.setting, data_dir=data_dir, cache_dir=cache_dir, seed=d.split_seed, n_rw=d.n_rw,
+                               n_dg=d.n_dg, split=d.split, node_features=d.node_features,
+                               standardize_attributes=d.standardize_attributes, datasets=datasets)
+
+
+_OPTION_FIELDS = {  # Option group of AlgorithmSpec.options -> (config section, field) it governs.
+    "proximal_mu": ((None, "proximal_mu"),),
+    "clustering": (("clustering", "eps1"), ("clustering", "eps2"), ("clustering", "warmup_rounds")),
+    "sequence": (("clustering", "seq_length"), ("clustering", "standardize")),
+}
+
+
+def unused_options(config: ExperimentConfig, components: Components = Components()) -> tuple[ExperimentConfig,
+                                                                                             list[str]]:
+  """(`config` with the options its algorithm does not read reset to their defaults, what was reset)."""
+  algo = components.algorithm or algorithms.get(config.algorithm)
+  defaults = ExperimentConfig(algorithm=config.algorithm)
+  unused, changes = [], {}
+  for group, fields in _OPTION_FIELDS.items():
+    if group in algo.options:
+      continue
+    for section, name in fields:
+      value = getattr(config if section is None else getattr(config, section), name)
+      default = getattr(defaults if section is None else getattr(defaults, section), name)
+      if value != default:
+        users = [n for n in algorithms.names() if group in algorithms.get(n).options]
+        unused.append(f"{name}={value} (read by {', '.join(users) or 'no registered algorithm'})")
+        changes.setdefault(section, {})[name] = default
+  if (config.model.embedding_type != defaults.model.embedding_type and components.model_fn is None
+      and algo.model_kind != classifiers.DECOUPLED_MODEL):
+    unused.append(f"embedding_type={config.model.embedding_type} (read by the structure-encoder models, e.g. fedstar)")
+    changes.setdefault("model", {})["embedding_type"] = defaults.model.embedding_type
+  if config.privacy != defaults.privacy and (not algo.shared_parts or components.model_aggregator is not None):
+    why = ("its own model_aggregator is plugged in" if components.model_aggregator is not None
+           else "it shares nothing")
+    unused.append(f"the privacy options ({why})")
+    changes["privacy"] = dataclasses.asdict(defaults.privacy)
+  top = changes.pop(None, {})
+  stripped = dataclasses.replace(config, **top, **{k: dataclasses.replace(getattr(config, k), **v)
+                                                   for k, v in changes.items()})
+  return stripped, unused
+
+
+def check_options(config: ExperimentConfig, components: Components = Components()) -> None:
+  """Raises ValueError naming every option set away from its default that the algorithm does not read.
+
+  An option an algorithm ignores would be recorded in config.json as if it had mattered (e.g. fedstar
+  with a proximal mu); algorithms declare what they read in `AlgorithmSpec.options`.
+  """
+  _, unused = unused_options(config, components)
+  if unused:
+    raise ValueError(f"{config.algorithm} does not use " + "; ".join(unused) + ": leave these options out")
+
+
+def check_data(config: ExperimentConfig, prepared: cache.PreparedSetting) -> None:
+  """Raises ValueError when `prepared` is not the data `config.data` describes (config.json would lie)."""
+  d = config.data
+  wanted = {"setting": d.setting, "split": d.split, "split_seed": d.split_seed, "n_rw": d.n_rw, "n_dg": d.n_dg,
+            "node_features": d.node_features, "standardize_attributes": d.standardize_attributes}
+  have = prepared.options
+  wrong = {k: (v, have[k]) for k, v in wanted.items() if have[k] != v}
+  if wrong:
+    raise ValueError("the prepared data is not the data the configuration describes: " + ", ".join(
+        f"{k}: config {a!r}, data {b!r}" for k, (a, b) in wrong.items()) + " (use experiment.prepare_data(config))")
 
 
 def input_spec_of(config: ExperimentConfig, prepared: cache.PreparedSetting) -> cw.InputSpec:
@@ -99,6 +250,28 @@ def model_fn_of(config: ExperimentConfig, prepared: cache.PreparedSetting,
                                                     num_classes=spec.num_classes))
 
 
+def model_aggregator_of(config: ExperimentConfig, components: Components = Components(), seed: int = 0):
+  """The aggregator of the shared update: the plugged-in one, or the configuration's DP / secure one
+  (DP noise seeded by the run seed)."""
+  if components.model_aggregator is not None:
+    return components.model_aggregator
+  return privacy.aggregator(config.privacy.spec(), seed=seed)
+
+
+def privacy_metrics(config: ExperimentConfig, num_clients: int) -> Callable[[int], dict[str, float]] | None:
+  """round -> {"privacy/epsilon", "privacy/clip", "privacy/noise_stddev", ...} for a DP run (None otherwise):
+  TF-Privacy's Gaussian sum query measures nothing itself, so the mechanism's parameters are released
+  beside the privacy spent (see `tff_graph.privacy`)."""
+  spec = config.privacy.spec()
+  if not spec.dp:
+    return None
+  per_round = len(program_logic.sample_clients(num_clients, config.run.client_fraction, seed=0, round_num=1))
+  return lambda r: {"privacy/epsilon": privacy.epsilon(spec, num_clients=num_clients, clients_per_round=per_round,
+                                                       rounds=r),
+                    "privacy/clip": spec.clip, "privacy/noise_stddev": spec.noise_multiplier * spec.clip,
+                    "privacy/clients_per_round": float(per_round)}
+
+
 def build_process(config: ExperimentConfig, prepared: cache.PreparedSetting, seed: int,
                   components: Components = Components()) -> process_lib.GraphProcess:
   """The algorithm's process for one seed of the experiment."""
@@ -106,7 +279,8 @@ def build_process(config: ExperimentConfig, prepared: cache.PreparedSetting, see
   context = algorithms.BuildContext(
       model_fn=model_fn_of(config, prepared, components), input_spec=input_spec_of(config, prepared),
       training=config.training, init_seed=program_logic.init_seed(seed), num_clients=len(prepared.clients),
-      model_aggregator=components.model_aggregator, proximal_mu=config.proximal_mu, thresholds=config.thresholds())
+      model_aggregator=model_aggregator_of(config, components, seed), proximal_mu=config.proximal_mu,
+      thresholds=config.thresholds())
   return algo.build(context)
 
 
@@ -120,27 +294,51 @@ def parameter_counts(config: ExperimentConfig, prepared: cache.PreparedSetting,
 
 
 def check_run_folder(path: pathlib.Path, config: ExperimentConfig, *, overwrite: bool = False,
-                     allow_finished: bool = False, components: Components = Components()) -> None:
-  """Raises RunFolderError if `path` holds another run's results, or a finished run (unless overwrite).
+                     allow_finished: bool = False, components: Components = Components(),
+                     prepared: cache.PreparedSetting | None = None) -> None:
+  """Raises RunFolderError if `path` holds another run's results, or a finished run (unless overwrite),
+  or a run of this configuration on other data (`prepared` differs from what the run recorded).
 
   With overwrite, an existing run folder is emptied. Otherwise a matching unfinished run is resumed,
   and with `allow_finished` a matching finished run is accepted (its results are loaded, not rerun).
   """
+  path = pathlib.Path(path)
+  if path.exists() and not path.is_dir():
+    raise RunFolderError(f"output folder {path} is a file; choose a folder")
   saved = path / "config.json"
-  record = run_record(config, components)
   if overwrite and path.exists():
-    shutil.rmtree(path)
+    for child in path.iterdir():  # Not the lock file: the caller may hold it.
+      if child.name != LOCK_FILE:
+        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
   if not path.exists():
     return
   if not saved.is_file():
-    if any(p.name != "worker.log" for p in path.iterdir()):
+    if any(p.name not in _NOT_RESULTS for p in path.iterdir()):
       raise RunFolderError(f"{path} is not empty and holds no run of tff-graph; choose another output folder")
     return
-  if json.loads(saved.read_text()) != json.loads(record):
+  try:
+    recorded = json.loads(saved.read_text())
+  except (OSError, ValueError) as e:
+    raise RunFolderError(f"{saved} cannot be read ({e}); choose another output folder or pass overwrite") from None
+  if _normalised(recorded) != _normalised(json.loads(run_record(config, components))):
     raise RunFolderError(f"{path} holds a run with another configuration ({saved}); choose another "
                          "output folder, or pass overwrite to replace it")
+  if prepared is not None and "data_fingerprint" in recorded:
+    _check_same_data(path, recorded["data_fingerprint"], prepared.data_fingerprint())
   if (path / "DONE").exists() and not allow_finished:
     raise RunFolderError(f"{path} holds a finished run; pass overwrite to run it again")
+
+
+def _check_same_data(path: pathlib.Path, recorded: dict[str, Any], now: dict[str, Any]) -> None:
+  changed = [f"{name} (content {old[:10]} -> {now['datasets'].get(name, 'absent')[:10]})"
+             for name, old in recorded.get("datasets", {}).items() if now["datasets"].get(name) != old]
+  if changed:
+    raise RunFolderError(f"{path} holds a run of this configuration on other data: the content of "
+                         f"{', '.join(changed)} changed since it started; restore that data, or choose another output "
+                         "folder (or pass overwrite) to start again on this data")
+  if recorded.get("clients") != now["clients"]:
+    raise RunFolderError(f"{path} holds a run of this configuration whose clients held other graphs; choose "
+                         "another output folder (or pass overwrite)")
 
 
 def _average(metrics: dict[str, dict[str, float]], name: str) -> float:
@@ -164,6 +362,8 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
     data = json.loads(done.read_text())
     return SeedResult(seed, data["final"], [tuple(x) for x in data["curve"]], data.get("gcfl"))
   folder.mkdir(parents=True, exist_ok=True)
+  for temp in (folder / "checkpoints").glob("program_state_*_temp*"):  # Left by a kill while saving.
+    shutil.rmtree(temp, ignore_errors=True)
   process = build_process(config, prepared, seed, components)
   releases = program_logic.Releases(
       train=tff.program.CSVFileReleaseManager(str(folder / "train_metrics.csv"), key_fieldname="round"),
@@ -174,7 +374,7 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
       process, prepared.clients, seed=seed, rounds=run.rounds, client_fraction=run.client_fraction,
       eval_every=run.eval_every, checkpoint_every=run.checkpoint_every,
       state_manager=tff.program.FileProgramStateManager(str(folder / "checkpoints"), keep_total=2),
-      releases=releases, progress=progress)
+      releases=releases, progress=progress, round_metrics=privacy_metrics(config, len(prepared.clients)))
   state = result.state
   spec = process.input_spec
   for i, c in enumerate(prepared.clients):
@@ -182,8 +382,14 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
     export.export_saved_model(model, folder / "models" / c.client_id, input_spec=spec,
                               feature_dim=c.feature_dim, num_classes=c.num_classes)
   report = result.clustering_report()
+  record = {"final": result.final, "curve": result.curve, "gcfl": report}
+  spent = privacy_metrics(config, len(prepared.clients))
+  if spent is not None:
+    p = config.privacy
+    record["privacy"] = {"epsilon": spent(run.rounds)["privacy/epsilon"], "delta": p.dp_delta,
+                         "noise_multiplier": p.dp_noise_multiplier, "clip": p.dp_clip, "rounds": run.rounds}
   tmp = done.with_suffix(".tmp")
-  tmp.write_text(json.dumps({"final": result.final, "curve": result.curve, "gcfl": report}, indent=1))
+  tmp.write_text(json.dumps(record, indent=1))
   os.replace(tmp, done)
   return SeedResult(seed, result.final, result.curve, report)
 
@@ -269,12 +475,19 @@ def run_experiment(config: ExperimentConfig, prepared: cache.PreparedSetting, fo
   if components.algorithm is not None and components.algorithm.name != config.algorithm:
     raise ValueError(f"config.algorithm is {config.algorithm!r} but the given algorithm is "
                      f"{components.algorithm.name!r}")
-  check_run_folder(folder, config, overwrite=overwrite, allow_finished=allow_finished, components=components)
-  folder.mkdir(parents=True, exist_ok=True)
-  (folder / "config.json").write_text(run_record(config, components))
-  result = ExperimentResult(config, [run_seed(prepared, config, s, folder / f"seed_{s}", progress=progress,
-                                              components=components) for s in config.seeds])
-  write_tables(folder, result)
-  write_plots(folder, result)
-  (folder / "DONE").write_text("")
+  check_options(config, components)
+  check_data(config, prepared)
+  check_output_folder(folder)
+  with RunLock(folder):
+    check_run_folder(folder, config, overwrite=overwrite, allow_finished=allow_finished, components=components,
+                     prepared=prepared)
+    record = run_record(config, components, prepared)
+    if not (folder / "config.json").is_file() or "data_fingerprint" not in json.loads(
+        (folder / "config.json").read_text()):
+      write_atomic(folder / "config.json", record)
+    result = ExperimentResult(config, [run_seed(prepared, config, s, folder / f"seed_{s}", progress=progress,
+                                                components=components) for s in config.seeds])
+    write_tables(folder, result)
+    write_plots(folder, result)
+    (folder / "DONE").write_text("")
   return result

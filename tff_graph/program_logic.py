@@ -255,7 +255,8 @@ def train_process(process: process_lib.GraphProcess, clients: Sequence[Any], *, 
                   state_manager: Any = None, releases: Releases = Releases(),
                   progress: Callable[[dict[str, Any]], None] | None = None,
                   state: LoopState | None = None,
-                  on_round: Callable[[LoopState, dict[str, Any]], None] | None = None) -> TrainingResult:
+                  on_round: Callable[[LoopState, dict[str, Any]], None] | None = None,
+                  round_metrics: Callable[[int], dict[str, float]] | None = None) -> TrainingResult:
   """Runs (or continues) `rounds` rounds of `process` on `clients` (see module docstring).
 
   Args:
@@ -272,6 +273,8 @@ def train_process(process: process_lib.GraphProcess, clients: Sequence[Any], *, 
     state: start from this loop state instead of the initial (or saved) one.
     on_round: called after each round's `next` with the new loop state and that round's metrics
       (`{"clients": {client: metrics}, "server": server metrics}`), before any evaluation.
+    round_metrics: `round_metrics(r)` -> more server scalars released with round r's metrics (e.g.
+      the privacy spent, `server/privacy/epsilon`).
 
   Returns:
     A `TrainingResult`: the final evaluation, the loop state, the evaluation rounds.
@@ -312,6 +315,8 @@ def train_process(process: process_lib.GraphProcess, clients: Sequence[Any], *, 
       on_round(state, {"clients": train, "server": server_metrics})
     server_flat: dict[str, float] = {}
     _scalars("server", {k: v for k, v in server_metrics.items() if k != "clustering"}, server_flat)
+    if round_metrics is not None:
+      server_flat.update({f"server/{k}": float(v) for k, v in round_metrics(r).items()})
     board_value: dict[str, Any] = {"train": train, "server": dict(server_flat)}
     if "clustering" in server_metrics:
       c = server_metrics["clustering"]

@@ -167,6 +167,21 @@ def to_markdown(rows: Sequence[ResultRow]) -> str:
   return "\n".join(lines)
 
 
+SPLIT_NOTE = {
+    "reference": "Split: reference (the papers' own scikit-learn split: the same train/val/test graphs as their code).",
+    "numpy": "Split: numpy (tff-graph's earlier NumPy split: stratified 80/10/10 like the papers', but other graphs "
+             "in each split than their code).",
+}
+
+
+def split_of(results: Sequence[experiment.ExperimentResult]) -> str:
+  """The split all `results` were run on; ResultsError if they differ (they would not be comparable)."""
+  splits = sorted({r.config.data.split for r in results})
+  if len(splits) != 1:
+    raise ResultsError(f"the runs use different splits ({', '.join(splits)}); a table compares runs on one split")
+  return splits[0]
+
+
 def _num(x: float | None) -> str:
   return "" if x is None else f"{x:.2f}"
 
@@ -177,12 +192,13 @@ def write(folder: str | pathlib.Path, rows: Sequence[ResultRow],
   folder = pathlib.Path(folder)
   folder.mkdir(parents=True, exist_ok=True)
   header = ("algorithm,seeds,mean,std,best_snapshot_mean,best_snapshot_std,paper_mean,paper_std,diff,gain,"
-            "gain_ratio,parameters,shared_parameters")
+            "gain_ratio,parameters,shared_parameters,split")
+  split = split_of(results)
   body = [",".join([r.label, " ".join(map(str, r.seeds)), _num(r.mean), _num(r.std), _num(r.best_mean),
                     _num(r.best_std), _num(r.paper_mean), _num(r.paper_std), _num(r.diff), _num(r.gain),
-                    _num(r.gain_ratio), str(r.parameters), str(r.shared_parameters)]) for r in rows]
+                    _num(r.gain_ratio), str(r.parameters), str(r.shared_parameters), split]) for r in rows]
   (folder / "table.csv").write_text("\n".join([header, *body]) + "\n")
-  (folder / "table.md").write_text(to_markdown(rows) + "\n")
+  (folder / "table.md").write_text(to_markdown(rows) + "\n\n" + SPLIT_NOTE[split] + "\n")
   for r in results:
     seeds = [s.seed for s in r.seeds]
     lines = ["client," + ",".join(f"seed_{s}" for s in seeds) + ",mean,std"]

@@ -20,7 +20,7 @@ from tests.conftest import write_tu
 def _read(path, spec):
   return tf.data.TFRecordDataset(str(path), compression_type="GZIP").map(lambda x: tfgnn.parse_single_example(spec, x))
 
-def _fake_mutag(folder, graphs: int = 20, broken: bool = False):
+def _fake_mutag(folder, graphs: int = 40, broken: bool = False):
   """A TU-format dataset named MUTAG: `graphs` paths of 3 nodes, alternating labels."""
   a, ind, nl = [], [], []
   for g in range(graphs):
@@ -51,7 +51,7 @@ def test_prepare_writes_every_split_and_reuses_it(tmp_path):
         assert int(g.node_sets[gt.NODES].sizes[0]) == 3
         assert int(g.edge_sets[gt.EDGES].sizes[0]) == 4
     assert c.feature_dim == 3 and c.num_classes == 2
-  assert total == 20
+  assert total == 40
   manifest = prepared.root / "manifest.json"
   stamp = manifest.stat().st_mtime_ns
   again = cache.prepare_setting("MUTAG:2", data_dir=data, cache_dir=tmp_path / "cache")
@@ -63,26 +63,42 @@ def test_prepare_writes_every_split_and_reuses_it(tmp_path):
 def test_changed_source_invalidates_cache(tmp_path):
   data = _fake_mutag(tmp_path / "data")
   first = cache.prepare_setting("MUTAG:1", data_dir=data, cache_dir=tmp_path / "cache")
-  _fake_mutag(tmp_path / "data", graphs=24)
-  f = data / "MUTAG" / "MUTAG_A.txt"
-  os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+  _fake_mutag(tmp_path / "data", graphs=48)
   second = cache.prepare_setting("MUTAG:1", data_dir=data, cache_dir=tmp_path / "cache")
   assert second.root != first.root
-  assert sum(second.clients[0].sizes.values()) == 24
+  assert sum(second.clients[0].sizes.values()) == 48
+
+
+def test_the_cache_key_is_the_content_not_size_and_mtime(tmp_path):
+  data = _fake_mutag(tmp_path / "data")
+  first = cache.prepare_setting("MUTAG:1", data_dir=data, cache_dir=tmp_path / "cache")
+  f = data / "MUTAG" / "MUTAG_graph_labels.txt"
+  stat = f.stat()
+  text = f.read_text()
+  f.write_text(text.replace("0", "1", 1))  # Same size, same time: one graph's label changed.
+  os.utime(f, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+  assert f.stat().st_size == stat.st_size and f.stat().st_mtime_ns == stat.st_mtime_ns
+  second = cache.prepare_setting("MUTAG:1", data_dir=data, cache_dir=tmp_path / "cache")
+  assert second.root != first.root
+  counts = lambda p: np.sum([p.clients[0].stats["train_class_counts"]], axis=0)
+  labels = cache.load_dataset("MUTAG", data_dir=data, cache_dir=tmp_path / "cache").data.graph_labels
+  assert np.bincount(labels).tolist() == [19, 21]
+  assert counts(first).tolist() != counts(second).tolist() or first.clients[0].graph_indices != \
+      second.clients[0].graph_indices
 
 
 def test_bad_dataset_leaves_no_cache_behind(tmp_path):
   data = _fake_mutag(tmp_path / "data", broken=True)
-  with pytest.raises(tu.TUFormatError, match="MUTAG_graph_labels.txt: 19 labels for 20 graphs"):
+  with pytest.raises(tu.TUFormatError, match="MUTAG_graph_labels.txt: 39 labels for 40 graphs"):
     cache.prepare_setting("MUTAG:2", data_dir=data, cache_dir=tmp_path / "cache")
   left = [p for p in (tmp_path / "cache").rglob("*")] if (tmp_path / "cache").exists() else []
   assert [p for p in left if p.is_file()] == []
 
 
 def test_unknown_names(tmp_path):
-  with pytest.raises(partition.SettingError, match="unknown setting 'nope'"):
+  with pytest.raises(tu.TUFormatError, match="dataset 'nope' not found: looked for .*nope.zip and .*nope/"):
     cache.prepare_setting("nope", data_dir=tmp_path, cache_dir=tmp_path / "c")
-  with pytest.raises(partition.SettingError, match="unknown dataset 'NOPE'"):
+  with pytest.raises(tu.TUFormatError, match="dataset 'NOPE' not found"):
     cache.load_dataset("NOPE", data_dir=tmp_path, cache_dir=tmp_path / "c")
   with pytest.raises(tu.TUFormatError, match="does not exist"):
     cache.prepare_setting("chem", data_dir=tmp_path / "missing", cache_dir=tmp_path / "c")

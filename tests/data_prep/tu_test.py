@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from data_prep import tu
-from tests.conftest import SMALL, write_tu
+from tests.conftest import SMALL, read_real, write_tu
 
 OFFICIAL = {  # graphs, classes, avg nodes, avg undirected edges (TU collection's tables)
     "MUTAG": (188, 2, 17.93, 19.79), "BZR": (405, 2, 35.75, 38.36), "COX2": (467, 2, 41.22, 43.45),
@@ -121,9 +121,89 @@ def test_corrupt_member_in_zip(tmp_path, data_dir):
     tu.read_tu_dataset("MUTAG", tmp_path)
 
 
+def _members_of_real_zip(data_dir, name="MUTAG"):
+  with zipfile.ZipFile(data_dir / f"{name}.zip") as z:
+    return {pathlib.PurePosixPath(m).name: z.read(m) for m in z.namelist()
+            if m.endswith(".txt") and pathlib.PurePosixPath(m).name.startswith(f"{name}_")}
+
+
+@pytest.mark.parametrize("layout", ["NAME/", "NAME//", "", "TUDataset/NAME/", "./NAME/", "NAME/NAME/", "a/b/c/"])
+@pytest.mark.parametrize("container", ["zip", "folder"])
+def test_every_archive_layout_reads_like_the_official_zip(data_dir, tmp_path, layout, container):
+  official = tu.read_tu_dataset("MUTAG", data_dir)
+  members = _members_of_real_zip(data_dir)
+  root = tmp_path / "data"
+  root.mkdir()
+  prefix = layout.replace("NAME", "MUTAG")
+  if container == "zip":
+    with zipfile.ZipFile(root / "MUTAG.zip", "w", zipfile.ZIP_DEFLATED) as z:
+      z.writestr("__MACOSX/MUTAG/._MUTAG_A.txt", b"\x00\x05junk")  # Finder's resource forks are ignored.
+      for base, content in members.items():
+        z.writestr(prefix + base, content)
+  else:
+    rest = prefix[len("MUTAG/"):] if prefix.startswith("MUTAG/") else prefix  # Inside the folder MUTAG/.
+    inner = root.joinpath("MUTAG", *[c for c in rest.split("/") if c])
+    inner.mkdir(parents=True, exist_ok=True)
+    for base, content in members.items():
+      (inner / base).write_bytes(content)
+  got = tu.read_tu_dataset("MUTAG", root)
+  for field in ("node_offsets", "edges", "graph_labels", "node_labels"):
+    np.testing.assert_array_equal(getattr(got, field), getattr(official, field))
+  assert got.source.endswith("MUTAG.zip" if container == "zip" else "MUTAG")
+
+
+def test_a_missing_member_lists_what_was_found(data_dir, tmp_path):
+  members = _members_of_real_zip(data_dir)
+  with zipfile.ZipFile(tmp_path / "MUTAG.zip", "w") as z:
+    for base, content in members.items():
+      if base != "MUTAG_graph_indicator.txt":
+        z.writestr("MUTAG//" + base, content)
+  with pytest.raises(tu.TUFormatError, match=r"required file MUTAG_graph_indicator.txt is missing \(found: "
+                     r"MUTAG_A.txt, .*MUTAG_graph_labels.txt"):
+    tu.read_tu_dataset("MUTAG", tmp_path)
+
+
+def test_a_zip_without_the_dataset_says_what_it_holds(tmp_path):
+  with zipfile.ZipFile(tmp_path / "TOY.zip", "w") as z:
+    z.writestr("other/README.txt", b"hello")
+  with pytest.raises(tu.TUFormatError, match=r"TOY.zip: no member named TOY_\*.txt \(it holds: other/README.txt\)"):
+    tu.read_tu_dataset("TOY", tmp_path)
+
+
+def test_folder_and_zip_both_present_reads_the_folder_and_says_so(tmp_path):
+  folder = _small(tmp_path)
+  with zipfile.ZipFile(tmp_path / "TOY.zip", "w") as z:
+    z.writestr("TOY/TOY_A.txt", b"1, 2\n")
+  assert tu.find_dataset("TOY", folder) == (str(folder / "TOY"), f"both {folder / 'TOY'}/ and {folder / 'TOY.zip'} "
+                                            "exist; reading the folder")
+  assert tu.read_tu_dataset("TOY", folder).num_graphs == 2
+
+
+def test_a_name_differing_in_case_or_a_near_miss_is_named(tmp_path):
+  _small(tmp_path)
+  with pytest.raises(tu.TUFormatError, match=r"dataset 'toy' not found: looked for .*toy.zip and .*toy/; found "
+                     r"'TOY', which differs only in case"):
+    tu.read_tu_dataset("toy", tmp_path)
+  with pytest.raises(tu.TUFormatError, match=r"dataset 'TOYS' not found.*similar names there: TOY\..*"
+                     r"graphkerneldatasets/TOYS.zip"):
+    tu.read_tu_dataset("TOYS", tmp_path)
+
+
+@pytest.mark.parametrize("text, line", [
+    ("1, 2\n2, 1\n1, 2, 3\n3\n", 3),   # 3 values next to 1: the total fits 2 columns, the lines do not.
+    ("1, 2\n2\n1\n3, 2\n", 2),
+])
+def test_a_line_with_another_column_count_is_an_error_not_a_re_pairing(tmp_path, text, line):
+  a = text + SMALL["A"].split("\n", 4)[-1]
+  with pytest.raises(tu.TUFormatError, match=rf"TOY_A.txt line {line}: expected 2 value"):
+    tu.read_tu_dataset("TOY", _small(tmp_path, A=a))
+  with pytest.raises(tu.TUFormatError, match=r"TOY_node_attributes.txt line 3: expected 2 value"):
+    tu.read_tu_dataset("TOY", _small(tmp_path / "b", node_attributes="0.5, 1\n1, 2\n2, 3, 3\n4\n4, 5\n5, 6\n6, 7\n"))
+
+
 @pytest.mark.parametrize("name", sorted(OFFICIAL))
 def test_real_datasets_match_official_statistics(data_dir, name):
-  d = tu.read_tu_dataset(name, data_dir)
+  d = read_real(data_dir, name)
   graphs, classes, avg_nodes, avg_edges = OFFICIAL[name]
   stats = d.statistics()
   assert stats["graphs"] == graphs

@@ -28,17 +28,19 @@ def _example(name, data_dir, cache_dir, out, *extra):
   env = {**os.environ, "PYTHONPATH": str(REPO)}
   cmd = [sys.executable, "-m", f"examples.{name}", f"--data_dir={data_dir}", f"--cache_dir={cache_dir}",
          f"--output_dir={out}", *extra]
-  if name != "custom_algorithm":  # The smallest real setting keeps the suite short.
+  if name == "own_graphs":  # An in-memory dataset federated with a TU dataset.
+    cmd += ["--setting=synthetic:2,MUTAG", "--rounds=2"]
+  elif name != "custom_algorithm":  # The smallest real setting keeps the suite short.
     cmd += ["--setting=MUTAG:2", "--rounds=2"]
   return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
 
 
 def test_the_examples_are_all_tested():
-  assert EXAMPLES == ["custom_algorithm", "dp_fedstar", "fedstar", "tfgnn_encoder"]
+  assert EXAMPLES == ["custom_algorithm", "dp_fedstar", "fedstar", "own_graphs", "tfgnn_encoder"]
 
 
 @pytest.mark.parametrize("name,extra", [("fedstar", ()), ("dp_fedstar", ()), ("dp_fedstar", ("--secure",)),
-                                        ("tfgnn_encoder", ()), ("custom_algorithm", ())])
+                                        ("tfgnn_encoder", ()), ("custom_algorithm", ()), ("own_graphs", ())])
 def test_example_runs_and_fills_its_run_folder(data_dir, cache_dir, tmp_path, name, extra):
   out = tmp_path / "run"
   proc = _example(name, data_dir, cache_dir, out, *extra)
@@ -53,6 +55,9 @@ def test_example_runs_and_fills_its_run_folder(data_dir, cache_dir, tmp_path, na
     wanted = ("server/aggregator/mean_value/secure_upper_threshold" if extra else "server/aggregator/zeroed_count")
     assert wanted in header
     assert f"server/{wanted}" in _tags(out / "seed_1" / "tensorboard")
+  if name == "own_graphs":
+    assert "(3 clients)" in proc.stdout
+    assert (out / "seed_1" / "models" / "0-synthetic").is_dir() and (out / "seed_1" / "models" / "2-MUTAG").is_dir()
   if name == "custom_algorithm":
     assert "gcfl/clusters" in _tags(out / "seed_1" / "tensorboard")
     assert "Euclidean" not in proc.stderr

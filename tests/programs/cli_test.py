@@ -88,11 +88,8 @@ def test_killed_run_resumes_to_the_same_final_metrics(data_dir, cache_dir, tmp_p
 
 @pytest.mark.parametrize("flag, code, message", [
     ("--algorithm=fedfoo", 2, "unknown algorithm 'fedfoo'"),
-    ("--plugins=no_such_module", 2, "cannot import 'no_such_module'"),
-    ("--setting=nope", 2, "unknown setting 'nope'"),
-    ("--rounds=0", 1, "--rounds=0"),
+    ("--rounds=0", 2, "--rounds=0"),
     ("--data_dir=/nonexistent/tu", 2, "data folder /nonexistent/tu does not exist"),
-    ("--embedding_type=walk", 1, "value should be one of"),
 ])
 def test_bad_flags_fail_before_any_work(data_dir, cache_dir, tmp_path, flag, code, message):
   out = tmp_path / "out"
@@ -101,6 +98,38 @@ def test_bad_flags_fail_before_any_work(data_dir, cache_dir, tmp_path, flag, cod
   assert proc.returncode == code
   assert message in proc.stderr
   assert not (out / "config.json").exists() and not (out / "seed_1").exists()
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--plugins=no_such_module", "cannot import 'no_such_module'"),
+    ("--setting=nope", "dataset 'nope' not found"),
+    ("--setting=MUTAG:188", "client 0-MUTAG would hold 1 graph(s)"),
+    ("--embedding_type=walk", "value should be one of"),
+])
+def test_more_bad_flags_are_one_error_before_any_work(data_dir, cache_dir, tmp_path, flag, message, capsys):
+  # The same path as above, in-process (a program start costs ~10 s of imports).
+  import programs.train  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import  (defines the flags)
+  from absl import flags as absl_flags  # pylint: disable=g-import-not-at-top
+  from programs import cli  # pylint: disable=g-import-not-at-top
+  from programs import common  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "out"
+  try:
+    try:
+      cli.parse_flags(_cmd(data_dir, cache_dir, out, flag)[2:])
+    except SystemExit as e:  # A bad flag value: exit 2, one line.
+      assert e.code == 2
+      text = capsys.readouterr().err
+    else:
+      if not common.start([""]):  # A plugin that does not import: the program exits 2.
+        text = capsys.readouterr().err
+      else:
+        with pytest.raises(common.UsageError) as e:
+          common.resolve("fedstar")
+        text = str(e.value)
+    assert message in text
+  finally:
+    absl_flags.FLAGS.unparse_flags()
+  assert not out.exists()
 
 
 def test_output_folder_of_another_run_is_refused(data_dir, cache_dir, tmp_path):
@@ -127,3 +156,58 @@ def test_compare_rerun_reuses_finished_algorithms(data_dir, cache_dir, tmp_path)
   assert (out / "local" / "seed_1" / "final.json").stat().st_mtime_ns == stamp  # Loaded, not rerun.
   assert again.stdout == first.stdout  # Same table (fedavg rerun from scratch with the same seed).
   assert (out / "fedavg" / "DONE").exists()
+
+
+def _write_rings(folder: pathlib.Path, graphs: int = 90) -> None:
+  """A dataset that is not one of the 16: 3 classes (cycles, stars, paths), 2 raw node attributes (~100, ~1)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  a, ind, labels, attrs = [], [], [], []
+  base = 1
+  for g in range(graphs):
+    n, kind = int(rng.integers(5, 11)), g % 3
+    pairs = ([(i, (i + 1) % n) for i in range(n)] if kind == 0 else [(0, i) for i in range(1, n)] if kind == 1
+             else [(i, i + 1) for i in range(n - 1)])
+    a += [f"{base + u}, {base + v}\n{base + v}, {base + u}" for u, v in pairs]
+    ind += [str(g + 1)] * n
+    attrs += [f"{rng.normal() * 50 + 100:.3f}, {rng.normal():.3f}" for _ in range(n)]
+    labels.append(str(kind + 10))
+    base += n
+  d = folder / "RINGS" / "RINGS"  # As extracted from RINGS.zip into RINGS/.
+  d.mkdir(parents=True)
+  for suffix, lines in (("A", a), ("graph_indicator", ind), ("graph_labels", labels), ("node_attributes", attrs)):
+    (d / f"RINGS_{suffix}.txt").write_text("\n".join(lines) + "\n")
+
+
+def test_a_new_dataset_in_a_federation_of_chosen_datasets_trains_end_to_end(data_dir, cache_dir, tmp_path):
+  # A TU-format dataset that is not built in, federated with two real ones of other feature widths (7, 18)
+  # and class counts (2 vs 3); its raw attributes standardised per client; stats, then training.
+  data = tmp_path / "data"
+  _write_rings(data)
+  for name in ("MUTAG", "PTC_MR"):
+    (data / f"{name}.zip").symlink_to(data_dir / f"{name}.zip")
+  setting = "--setting=RINGS:2,MUTAG,PTC_MR"
+  common = [setting, "--node_features=both", "--standardize_attributes", f"--data_dir={data}",
+            f"--cache_dir={tmp_path / 'cache'}"]
+  common[1] = "--node_features=auto"  # ("both" needs node labels too: features_test.)
+  stats = subprocess.run([sys.executable, "-m", "programs.data_stats", *common], cwd=REPO, env=_env(),
+                         capture_output=True, text=True, timeout=300)
+  assert stats.returncode == 0, stats.stderr[-2000:]
+  lines = stats.stdout.splitlines()
+  assert "setting RINGS:2,MUTAG,PTC_MR: 4 clients, reference split" in lines[0]
+  assert any(l.startswith("  RINGS: read from") and l.endswith("RINGS") for l in lines)
+  rows = {l.split()[0]: l.split() for l in lines if l[:1].isdigit()}
+  assert list(rows) == ["0-RINGS", "1-RINGS", "2-MUTAG", "3-PTC_MR"]
+  assert [rows[c][6:9] for c in rows] == [["3", "2", "node_attributes"], ["3", "2", "node_attributes"],
+                                          ["2", "7", "one_hot_node_labels"], ["2", "18", "one_hot_node_labels"]]
+  out = tmp_path / "run"
+  train = subprocess.run([sys.executable, "-m", "programs.train", "--algorithm=fedstar", "--rounds=2", "--seeds=1",
+                          f"--output_dir={out}", *common], cwd=REPO, env=_env(), capture_output=True, text=True,
+                         timeout=900)
+  assert train.returncode == 0, train.stderr[-3000:]
+  per_client = (out / "per_client.csv").read_text().splitlines()
+  assert [l.split(",")[0] for l in per_client[1:5]] == ["0-RINGS", "1-RINGS", "2-MUTAG", "3-PTC_MR"]
+  config = json.loads((out / "config.json").read_text())["data"]
+  assert (config["setting"], config["split"], config["node_features"]) == ("RINGS:2,MUTAG,PTC_MR", "reference", "auto")
+  final = json.loads((out / "seed_1" / "final.json").read_text())["final"]
+  assert all(0.0 <= final[c]["test_accuracy"] <= 1.0 for c in rows)

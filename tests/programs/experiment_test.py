@@ -18,8 +18,9 @@ from tests.conftest import experiment_config
 
 
 def _config(algorithm: str, setting="MUTAG:2", seeds=(1,), **kw) -> experiment.ExperimentConfig:
-  return experiment_config(algorithm, rounds=2, data=dict(setting=setting), run=dict(seeds=seeds),
-                           clustering=dict(eps1=10.0, eps2=0.0), **kw)
+  if "clustering" in algorithms.get(algorithm).options:  # A gate that can open within 2 rounds.
+    kw.setdefault("clustering", dict(eps1=10.0, eps2=0.0))
+  return experiment_config(algorithm, rounds=2, data=dict(setting=setting), run=dict(seeds=seeds), **kw)
 
 
 def _tags(folder) -> set[str]:
@@ -105,8 +106,9 @@ def test_run_folder_rules(tmp_path):
   (folder / "DONE").write_text("")
   with pytest.raises(experiment.RunFolderError, match="finished run"):
     experiment.check_run_folder(folder, config)
+  (folder / ".lock").write_text("")  # The caller's own lock survives the overwrite.
   experiment.check_run_folder(folder, config, overwrite=True)
-  assert not folder.exists()
+  assert [p.name for p in folder.iterdir()] == [".lock"]
 
 
 def test_comparison_plot(tmp_path):
@@ -148,3 +150,23 @@ def test_parameter_counts_follow_the_configured_embedding(chem_tiny):
   model = classifiers.build_model(classifiers.ModelSpec(kind="decoupled", feature_dim=width, num_classes=2,
                                                         embedding_type="rw"))
   assert counts["rw"] == (model.parameter_counts()["total"], model.parameter_counts()["structure_encoder"])
+
+
+def test_runs_recorded_before_the_reference_split_were_on_the_numpy_split(tmp_path, mutag2):
+  config = _config("fedavg")
+  assert config.data.split == "reference"
+  old = config.to_dict()
+  for key in ("split", "node_features", "standardize_attributes"):
+    del old["data"][key]  # config.json as written before these options existed.
+  assert experiment.ExperimentConfig.from_dict(old).data.split == "numpy"
+  folder = tmp_path / "run"
+  folder.mkdir()
+  (folder / "config.json").write_text(json.dumps(old))
+  numpy_config = experiment.ExperimentConfig.from_dict(old)
+  experiment.check_run_folder(folder, numpy_config)  # The same run: resumable.
+  with pytest.raises(experiment.RunFolderError, match="another configuration"):
+    experiment.check_run_folder(folder, config)  # Not the same graphs in each split: refused.
+  # The prepared data must be the data the configuration describes.
+  experiment.check_data(config, mutag2)
+  with pytest.raises(ValueError, match="split: config 'numpy', data 'reference'"):
+    experiment.check_data(numpy_config, mutag2)

@@ -131,6 +131,7 @@ def test_tables_program(two_seed_folders, data_dir, cache_dir, tmp_path):
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "| local | 1,2 | 65.00 ± 10.00 |" in proc.stdout
   assert (out / "table.md").read_text().strip() == proc.stdout.strip()
+  assert proc.stdout.strip().endswith(results.SPLIT_NOTE["numpy"])  # Runs recorded before the split option.
   bad = subprocess.run(cmd[:4] + [f"--output_dir={tmp_path / 'bad'}", "--paper=gcfl"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=300)
   assert bad.returncode == 2 and "no published numbers for gcfl:MUTAG:2" in bad.stderr

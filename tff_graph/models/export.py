@@ -1,11 +1,18 @@
 """SavedModel export of one client's model, in the TF-GNN serving convention.
 
-The exported signature `serving_default` takes `examples`: a string tensor [batch] of serialized
-tf.train.Example GraphTensors (as written by `data_prep`), and returns `probabilities`
-[batch, n_class]. Loading needs TensorFlow only:
+Two signatures take `examples`, a string tensor [batch] of serialized tf.train.Example GraphTensors
+(as `data_prep` writes them; `context/label` is optional and ignored, so unlabelled graphs are scored):
+
+* `serving_default` -> `probabilities` [batch, n_class]. A malformed example fails the whole call
+  with a TensorFlow `InvalidArgumentError` naming the bad indices (whatever the bytes are).
+* `score_each` -> `probabilities` [batch, n_class] and `valid` [batch] (bool): each example is
+  checked on its own; an invalid one gets a row of NaN and `valid=False`, its neighbours are scored.
+
+Loading needs TensorFlow only:
 
     loaded = tf.saved_model.load(path)
     probs = loaded.signatures["serving_default"](examples=tf.constant(serialized))["probabilities"]
+    out = loaded.signatures["score_each"](examples=tf.constant(serialized))   # out["valid"]
 """
 
 from __future__ import annotations
@@ -33,13 +40,33 @@ class _Serving(tf.Module):
     self._feature_dim = feature_dim
     self._num_classes = num_classes
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-  def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
+  def _probabilities(self, examples: tf.Tensor) -> tf.Tensor:
     spec = self._input_spec
     graph = gt.parse_batch(examples, feature_dim=self._feature_dim, padded_feature_dim=spec.feature_dim,
-                           n_rw=spec.n_rw, n_dg=spec.n_dg)
+                           n_rw=spec.n_rw, n_dg=spec.n_dg, require_label=False)
     logits = self._model(graph, training=False)[:, :self._num_classes]
-    return {"probabilities": tf.nn.softmax(logits, axis=-1)}
+    return tf.nn.softmax(logits, axis=-1)
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+  def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
+    # Checked first, so that bad bytes fail with this message: TF's own parse error would quote the
+    # bytes, and Python cannot decode them (a UnicodeDecodeError instead of a TensorFlow error).
+    valid = gt.valid_examples(examples, feature_dim=self._feature_dim, n_rw=self._input_spec.n_rw,
+                              n_dg=self._input_spec.n_dg)
+    check = tf.debugging.Assert(tf.reduce_all(valid), [
+        "not valid serialized graphs (use the score_each signature to score the others); indices:",
+        tf.where(tf.logical_not(valid))[:, 0]], summarize=20)
+    with tf.control_dependencies([check]):
+      return {"probabilities": self._probabilities(tf.identity(examples))}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+  def score_each(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
+    spec = self._input_spec
+    valid = gt.valid_examples(examples, feature_dim=self._feature_dim, n_rw=spec.n_rw, n_dg=spec.n_dg)
+    index = tf.where(valid)[:, 0]
+    good = self._probabilities(tf.gather(examples, index))
+    rows = tf.fill([tf.shape(examples)[0], self._num_classes], float("nan"))
+    return {"probabilities": tf.tensor_scatter_nd_update(rows, index[:, None], good), "valid": valid}
 
 
 def export_saved_model(model: tf.keras.Model, path: str | os.PathLike[str], *, input_spec=None,
@@ -67,7 +94,8 @@ def export_saved_model(model: tf.keras.Model, path: str | os.PathLike[str], *, i
   if tmp.exists():
     tf.io.gfile.rmtree(str(tmp))
   module = _Serving(model, input_spec, feature_dim, num_classes)
-  tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
+  tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve,
+                                                     "score_each": module.score_each})
   record = dataclasses.asdict(spec) if dataclasses.is_dataclass(spec) else {}
   record.update({"input_feature_dim": input_spec.feature_dim, "input_num_classes": input_spec.num_classes,
                  "n_rw": input_spec.n_rw, "n_dg": input_spec.n_dg, "client_feature_dim": feature_dim,
