@@ -99,6 +99,92 @@ def dse(dataset: tu.TUDataset, n_dg: int = N_DG) -> np.ndarray:
   return out
 
 
+N_LAP = 8
+N_SPD = 8
+_ZERO_EIGENVALUE = 1e-8
+
+
+def _graph_edges(dataset: tu.TUDataset, g: int) -> np.ndarray:
+  return dataset.edges[dataset.edge_offsets[g]:dataset.edge_offsets[g + 1]] - dataset.node_offsets[g]
+
+
+def _canonical_signs(vecs: np.ndarray) -> np.ndarray:
+  """Each eigenvector (column) with its entry of largest magnitude made positive (first such entry on
+  ties): a deterministic representative of the +-v pair; training can still flip signs at random."""
+  if vecs.size == 0:
+    return vecs
+  rows = np.argmax(np.abs(np.round(vecs, 9)), axis=0)
+  signs = np.sign(vecs[rows, np.arange(vecs.shape[1])])
+  return vecs * np.where(signs == 0, 1.0, signs)
+
+
+def laplacian_pe(dataset: tu.TUDataset, k: int = N_LAP) -> np.ndarray:
+  """float32 [N, k]: Laplacian-eigenvector positional encodings (Dwivedi et al. 2020), per graph.
+
+  With the normalised Laplacian L = I - D^-1/2 A D^-1/2 (as `networkx.normalized_laplacian_matrix`: an
+  isolated node's row is all zero), node i gets the i-th entries of the eigenvectors of the k smallest
+  *non-trivial* eigenvalues (the kernel, one eigenvector per connected component, is skipped: its basis
+  is arbitrary), in ascending eigenvalue order; a graph with fewer than k non-trivial eigenvectors is
+  zero-padded. Signs are canonical (`_canonical_signs`); a repeated eigenvalue still leaves a basis
+  choice (numpy's), which is why models should treat these features as sign- and basis-ambiguous.
+  Graphs of one size are batched through `numpy.linalg.eigh`.
+  """
+  if k < 1:
+    raise ValueError(f"k must be >= 1, got {k}")
+  out = np.zeros((dataset.num_nodes, k), dtype=np.float32)
+  sizes = dataset.graph_sizes()
+  for n in np.unique(sizes):
+    group = np.flatnonzero(sizes == n)
+    for start in range(0, len(group), max(1, 2**26 // max(n * n, 1))):  # Bounded memory per batch.
+      batch = group[start:start + max(1, 2**26 // max(n * n, 1))]
+      mats = np.zeros((len(batch), n, n), dtype=np.float64)
+      for j, g in enumerate(batch):
+        local = _graph_edges(dataset, g)
+        mats[j, local[:, 0], local[:, 1]] = 1.0
+        mats[j, local[:, 1], local[:, 0]] = 1.0
+      deg = mats.sum(axis=2)
+      scale = _inv_sqrt(deg)
+      lap = -mats * scale[:, :, None] * scale[:, None, :]
+      lap[:, np.arange(n), np.arange(n)] += (deg > 0)
+      lam, vecs = np.linalg.eigh(lap)
+      for j, g in enumerate(batch):
+        keep = np.flatnonzero(lam[j] > _ZERO_EIGENVALUE)[:k]
+        v = _canonical_signs(vecs[j][:, keep])
+        out[dataset.node_offsets[g]:dataset.node_offsets[g + 1], :len(keep)] = v
+  return out
+
+
+def spd_histogram(dataset: tu.TUDataset, n_spd: int = N_SPD) -> np.ndarray:
+  """float32 [N, n_spd]: for node i, the share of the other nodes of its graph at shortest-path
+  distance d, d = 1..n_spd (nodes farther away or unreachable are in no column; a one-node graph gets
+  zeros). Breadth-first search up to depth n_spd on sparse adjacency, graph by graph."""
+  if n_spd < 1:
+    raise ValueError(f"n_spd must be >= 1, got {n_spd}")
+  out = np.zeros((dataset.num_nodes, n_spd), dtype=np.float32)
+  sizes = dataset.graph_sizes()
+  for g in range(dataset.num_graphs):
+    n = int(sizes[g])
+    if n < 2:
+      continue
+    local = _graph_edges(dataset, g)
+    rows = np.concatenate([local[:, 0], local[:, 1]])
+    cols = np.concatenate([local[:, 1], local[:, 0]])
+    adj = sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(n, n))
+    seen = sp.identity(n, dtype=np.float32, format="csr")
+    frontier = seen
+    block = out[dataset.node_offsets[g]:dataset.node_offsets[g + 1]]
+    for d in range(n_spd):
+      reach = (frontier @ adj).astype(bool).astype(np.float32)
+      new = reach - reach.multiply(seen.astype(bool))
+      new.eliminate_zeros()
+      if new.nnz == 0:
+        break
+      block[:, d] = np.asarray(new.sum(axis=1)).ravel() / (n - 1)
+      seen = (seen + new).astype(bool).astype(np.float32)
+      frontier = new
+  return out
+
+
 def embedding_width(kind: EmbeddingType | str, n_rw: int = N_RW, n_dg: int = N_DG) -> int:
   kind = EmbeddingType(kind)
   return {EmbeddingType.RW: n_rw, EmbeddingType.DG: n_dg}.get(kind, n_rw + n_dg)
