@@ -98,6 +98,8 @@ class PreparedDataset:
   feature_kind: features_lib.FeatureKind
   rwse: np.ndarray
   dse: np.ndarray
+  lap: np.ndarray | None = None  # Laplacian PE [N, n_lap], when the setting asks for it.
+  spd: np.ndarray | None = None  # Shortest-path-distance histogram [N, n_spd], likewise.
 
   @property
   def name(self) -> str:
@@ -124,7 +126,9 @@ class PreparedDataset:
       x = x.copy()
       x[:, columns] = ((x[:, columns] - mean) / std).astype(np.float32)
     return graph_tensor.encode_graph(features=x, rwse=self.rwse[lo:hi], dse=self.dse[lo:hi], edges=edges,
-                                     label=int(d.graph_labels[g]))
+                                     label=int(d.graph_labels[g]),
+                                     lap=None if self.lap is None else self.lap[lo:hi],
+                                     spd=None if self.spd is None else self.spd[lo:hi])
 
 
 def _atomic_write_npz(path: pathlib.Path, arrays: dict[str, np.ndarray]) -> None:
@@ -147,7 +151,8 @@ def _fingerprint(name: str, source: pathlib.Path | None, given: tu.TUDataset | N
 
 def load_dataset(name: str | tu.TUDataset, *, data_dir: str | os.PathLike[str] | None = None,
                  cache_dir: str | os.PathLike[str] | None = None, n_rw: int = structure.N_RW,
-                 n_dg: int = structure.N_DG, node_features: str = "auto") -> PreparedDataset:
+                 n_dg: int = structure.N_DG, node_features: str = "auto", n_lap: int = 0,
+                 n_spd: int = 0) -> PreparedDataset:
   """Reads (or loads from cache) a dataset with its node features and structure embeddings.
 
   `name` is a TU dataset name (read from `data_dir`, any layout; see `data_prep.tu`) or an in-memory
@@ -176,8 +181,36 @@ def load_dataset(name: str | tu.TUDataset, *, data_dir: str | os.PathLike[str] |
     arrays["rwse"] = rwse
     _atomic_write_npz(path, arrays)
   feats, kind = features_lib.node_features(data, node_features)
+  extra = {}
+  for name, width, compute in (("lap", n_lap, structure.laplacian_pe), ("spd", n_spd, structure.spd_histogram)):
+    if width:  # Cached beside the dataset's entry, once per width.
+      extra[name] = _cached_array(path.with_name(f"{path.stem}-{name}{width}.npy"), lambda: compute(data, width),
+                                  (data.num_nodes, width))
   return PreparedDataset(data=data, features=feats, feature_kind=kind, rwse=rwse,
-                         dse=structure.dse(data, n_dg))
+                         dse=structure.dse(data, n_dg), **extra)
+
+
+def _cached_array(path: pathlib.Path, compute, shape: tuple[int, ...]) -> np.ndarray:
+  """`compute()`, cached at `path` (rebuilt, with a warning, when unreadable or of the wrong shape)."""
+  if path.is_file():
+    try:
+      value = np.load(path)
+      if value.shape == shape:
+        return value
+      problem = f"shape {value.shape}, not {shape}"
+    except (OSError, ValueError) as e:
+      problem = str(e)
+    logging.warning("cache entry %s is corrupt (%s); rebuilt", path, problem)
+  value = compute()
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npy")
+  try:
+    with os.fdopen(fd, "wb") as f:
+      np.save(f, value)
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+  return value
 
 
 def _load_npz(path: pathlib.Path, name: str) -> tuple[tu.TUDataset, np.ndarray]:
@@ -225,6 +258,8 @@ class PreparedSetting:
   standardize_attributes: bool = False
   sources: dict[str, str] = dataclasses.field(default_factory=dict)  # dataset -> where it was read from
   fingerprints: dict[str, str] = dataclasses.field(default_factory=dict)  # dataset -> content fingerprint
+  n_lap: int = 0
+  n_spd: int = 0
 
   def data_fingerprint(self) -> dict[str, Any]:
     """What a run's results depend on in the data: each dataset's content and every client's graphs."""
@@ -237,7 +272,8 @@ class PreparedSetting:
   def options(self) -> dict[str, Any]:
     return {"setting": self.setting.name, "split": self.split, "split_seed": self.seed, "n_rw": self.n_rw,
             "n_dg": self.n_dg, "node_features": self.node_features,
-            "standardize_attributes": self.standardize_attributes}
+            "standardize_attributes": self.standardize_attributes,
+            **{k: v for k, v in (("n_lap", self.n_lap), ("n_spd", self.n_spd)) if v}}
 
 
 def _client_stats(ds: PreparedDataset, split: partition.ClientSplit) -> dict[str, Any]:
@@ -261,7 +297,8 @@ def prepare_setting(setting: partition.Setting | str, *,
                     seed: int = partition.DEFAULT_SPLIT_SEED, n_rw: int = structure.N_RW,
                     n_dg: int = structure.N_DG, split: str = partition.DEFAULT_SPLIT,
                     node_features: str = "auto", standardize_attributes: bool = False,
-                    datasets: Mapping[str, tu.TUDataset] | None = None) -> PreparedSetting:
+                    datasets: Mapping[str, tu.TUDataset] | None = None, n_lap: int = 0,
+                    n_spd: int = 0) -> PreparedSetting:
   """Partitions `setting` and writes every client's splits once; reuses a current cache.
 
   Args:
@@ -272,6 +309,7 @@ def prepare_setting(setting: partition.Setting | str, *,
     node_features: "auto" (the papers' rule), "labels", "attributes", "both" or "degree".
     standardize_attributes: standardise attribute columns per client with its training graphs' statistics.
     datasets: in-memory datasets by name (`data_prep.graphs`), used before `data_dir`.
+    n_lap, n_spd: widths of the Laplacian PE / SPD histogram node features (0: not stored).
 
   Raises:
     partition.SettingError: malformed setting, or a client with an empty split.
@@ -293,7 +331,7 @@ def prepare_setting(setting: partition.Setting | str, *,
   source = tu.resolve_data_dir(data_dir) if needs_dir or data_dir is not None else None
   fingerprints = {n: _fingerprint(n, source, given.get(n)) for n in setting.datasets}
   key = _key(FORMAT_VERSION, setting.name, dataclasses.asdict(setting), seed, n_rw, n_dg, split, node_features,
-             standardize_attributes, fingerprints)
+             standardize_attributes, fingerprints, *([n_lap, n_spd] if n_lap or n_spd else []))
   safe = re.sub(r"[^A-Za-z0-9_\-.]+", "_", setting.name.replace("@", "_k"))[:80]
   root = resolve_cache_dir(cache_dir) / "settings" / f"{safe}-seed{seed}-{key}"
   manifest = root / "manifest.json"
@@ -305,7 +343,8 @@ def prepare_setting(setting: partition.Setting | str, *,
   if not manifest.is_file():
     _write_setting(setting, root, source=source, given=given, cache_dir=cache_dir, seed=seed, n_rw=n_rw,
                    n_dg=n_dg, split=split, node_features=node_features,
-                   standardize_attributes=standardize_attributes, fingerprints=fingerprints)
+                   standardize_attributes=standardize_attributes, fingerprints=fingerprints, n_lap=n_lap,
+                   n_spd=n_spd)
   info = json.loads(manifest.read_text())
   clients = tuple(
       ClientData(client_id=c["client_id"], dataset=c["dataset"], num_classes=c["num_classes"],
@@ -317,23 +356,23 @@ def prepare_setting(setting: partition.Setting | str, *,
   return PreparedSetting(setting=setting, seed=seed, n_rw=n_rw, n_dg=n_dg, root=root, clients=clients,
                          split=split, node_features=node_features,
                          standardize_attributes=standardize_attributes, sources=info.get("sources", {}),
-                         fingerprints=fingerprints)
+                         fingerprints=fingerprints, n_lap=n_lap, n_spd=n_spd)
 
 
 def _write_setting(setting: partition.Setting, root: pathlib.Path, *, source: pathlib.Path | None,
                    given: Mapping[str, tu.TUDataset], cache_dir: str | os.PathLike[str] | None, seed: int,
                    n_rw: int, n_dg: int, split: str, node_features: str, standardize_attributes: bool,
-                   fingerprints: Mapping[str, str]) -> None:
+                   fingerprints: Mapping[str, str], n_lap: int = 0, n_spd: int = 0) -> None:
   root.parent.mkdir(parents=True, exist_ok=True)
   tmp = pathlib.Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.tmp-"))
   try:
     prepared = {n: load_dataset(given.get(n, n), data_dir=source, cache_dir=cache_dir, n_rw=n_rw, n_dg=n_dg,
-                                node_features=node_features)
+                                node_features=node_features, n_lap=n_lap, n_spd=n_spd)
                 for n in setting.datasets}
     splits = partition.partition(
         setting, {n: d.data.graph_labels for n, d in prepared.items()}, seed=seed, split=split)
     for name, ds in prepared.items():
-      schema = graph_tensor.graph_schema(ds.features.shape[1], n_rw, n_dg)
+      schema = graph_tensor.graph_schema(ds.features.shape[1], n_rw, n_dg, n_lap, n_spd)
       (tmp / f"{name}.schema.pbtxt").write_text(graph_tensor.schema_to_text(schema))
     clients = []
     checksums: dict[str, list] = {}
@@ -365,7 +404,8 @@ def _write_setting(setting: partition.Setting, root: pathlib.Path, *, source: pa
       })
     (tmp / "manifest.json").write_text(json.dumps({
         "format_version": FORMAT_VERSION, "setting": setting.name, "parts": dataclasses.asdict(setting)["parts"],
-        "tiny": setting.tiny, "split": split, "seed": seed, "n_rw": n_rw, "n_dg": n_dg,
+        "tiny": setting.tiny, "split": split, "seed": seed, "n_rw": n_rw, "n_dg": n_dg, "n_lap": n_lap,
+        "n_spd": n_spd,
         "node_features": node_features, "standardize_attributes": standardize_attributes,
         "sources": {n: d.data.source for n, d in prepared.items()}, "fingerprints": dict(fingerprints),
         "clients": clients,

@@ -3,7 +3,8 @@
 Every graph is one GraphTensor with
 
 * node set `nodes`: `features` float32 [F] (see `features.py`), `rwse` float32 [n_rw],
-  `dse` float32 [n_dg] (see `structure.py`);
+  `dse` float32 [n_dg] and, when a setting asks for them, `lap` float32 [n_lap] (Laplacian PE) and
+  `spd` float32 [n_spd] (shortest-path-distance histogram) (see `structure.py`);
 * edge set `edges` from `nodes` to `nodes`, each undirected edge in both directions;
 * context: `label` int64 [] (class index 0..C-1).
 
@@ -31,15 +32,18 @@ EDGES = "edges"
 FEATURES = "features"
 RWSE = "rwse"
 DSE = "dse"
+LAP = "lap"
+SPD = "spd"
 LABEL = "label"
 
 
-def graph_schema(feature_dim: int, n_rw: int, n_dg: int) -> tfgnn.GraphSchema:
-  """The GraphSchema of one dataset's graphs."""
+def graph_schema(feature_dim: int, n_rw: int, n_dg: int, n_lap: int = 0, n_spd: int = 0) -> tfgnn.GraphSchema:
+  """The GraphSchema of one dataset's graphs (`lap` / `spd` only when their width is > 0)."""
   schema = tfgnn.GraphSchema()
   schema.context.features[LABEL].dtype = tf.int64.as_datatype_enum
   node_set = schema.node_sets[NODES]
-  for name, width in ((FEATURES, feature_dim), (RWSE, n_rw), (DSE, n_dg)):
+  widths = [(FEATURES, feature_dim), (RWSE, n_rw), (DSE, n_dg)] + [(n, w) for n, w in ((LAP, n_lap), (SPD, n_spd)) if w]
+  for name, width in widths:
     feature = node_set.features[name]
     feature.dtype = tf.float32.as_datatype_enum
     feature.shape.dim.add().size = width
@@ -65,7 +69,7 @@ def _int_feature(values: np.ndarray) -> tf.train.Feature:
 
 
 def encode_graph(*, features: np.ndarray, rwse: np.ndarray, dse: np.ndarray, edges: np.ndarray,
-                 label: int) -> bytes:
+                 label: int, lap: np.ndarray | None = None, spd: np.ndarray | None = None) -> bytes:
   """Serialized tf.train.Example of one graph (same keys as `tfgnn.write_example`).
 
   Args:
@@ -85,6 +89,9 @@ def encode_graph(*, features: np.ndarray, rwse: np.ndarray, dse: np.ndarray, edg
       f"edges/{EDGES}.#target": _int_feature(target),
       f"context/{LABEL}": _int_feature([label]),
   }
+  for name, values in ((LAP, lap), (SPD, spd)):
+    if values is not None:
+      feature[f"nodes/{NODES}.{name}"] = _float_feature(values)
   return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
@@ -100,19 +107,21 @@ def write_tfrecord(path: str | pathlib.Path, examples: Iterable[bytes]) -> int:
 
 def from_flat(flat: dict[str, tf.Tensor]) -> tfgnn.GraphTensor:
   """A merged GraphTensor (components = graphs) from its dense pieces."""
+  node_features = {FEATURES: flat["features"], RWSE: flat["rwse"], DSE: flat["dse"]}
+  node_features.update({name: flat[name] for name in (LAP, SPD) if name in flat})
   return tfgnn.GraphTensor.from_pieces(
       context=tfgnn.Context.from_fields(
           sizes=tf.ones_like(flat["node_sizes"]), features={LABEL: flat["label"]}),
       node_sets={NODES: tfgnn.NodeSet.from_fields(
-          sizes=flat["node_sizes"],
-          features={FEATURES: flat["features"], RWSE: flat["rwse"], DSE: flat["dse"]})},
+          sizes=flat["node_sizes"], features=node_features)},
       edge_sets={EDGES: tfgnn.EdgeSet.from_fields(
           sizes=flat["edge_sizes"],
           adjacency=tfgnn.Adjacency.from_indices((NODES, flat["source"]), (NODES, flat["target"])))})
 
 
 def parse_batch(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, padded_feature_dim: int,
-                n_rw: int, n_dg: int, require_label: bool = True) -> tfgnn.GraphTensor:
+                n_rw: int, n_dg: int, require_label: bool = True, n_lap: int = 0,
+                n_spd: int = 0) -> tfgnn.GraphTensor:
   """Parses a batch of serialized graphs straight into one merged GraphTensor (components = graphs).
 
   Unlike `tfgnn.parse_example`, the node-feature width may be a tensor: features of width
@@ -120,9 +129,12 @@ def parse_batch(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, padded_f
   datasets have different feature widths, run one TFF computation with one model type (a Linear layer
   on zero-padded inputs computes exactly what it computes on the unpadded ones).
 
-  `require_label=False` (scoring): a graph without `context/label` gets label -1.
+  `require_label=False` (scoring): a graph without `context/label` gets label -1. `n_lap` / `n_spd`
+  > 0 read the optional `lap` / `spd` node features.
   """
+  extra = [(name, w) for name, w in ((LAP, n_lap), (SPD, n_spd)) if w]
   p = tf.io.parse_example(serialized, {
+      **{f"nodes/{NODES}.{name}": tf.io.RaggedFeature(tf.float32) for name, _ in extra},
       f"nodes/{NODES}.#size": tf.io.FixedLenFeature([1], tf.int64),
       f"edges/{EDGES}.#size": tf.io.FixedLenFeature([1], tf.int64),
       f"context/{LABEL}": (tf.io.FixedLenFeature([1], tf.int64) if require_label
@@ -142,14 +154,18 @@ def parse_batch(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, padded_f
   features = tf.reshape(p[f"nodes/{NODES}.{FEATURES}"].flat_values, tf.stack([-1, feature_dim]))
   features = tf.pad(features, [[0, 0], [0, padded_feature_dim - feature_dim]])
   features = tf.ensure_shape(features, [None, padded_feature_dim])
-  return from_flat(collections.OrderedDict(
+  flat = collections.OrderedDict(
       node_sizes=node_sizes, edge_sizes=edge_sizes, source=source, target=target, features=features,
       rwse=tf.reshape(p[f"nodes/{NODES}.{RWSE}"].flat_values, [-1, n_rw]),
       dse=tf.reshape(p[f"nodes/{NODES}.{DSE}"].flat_values, [-1, n_dg]),
-      label=p[f"context/{LABEL}"][:, 0]))
+      label=p[f"context/{LABEL}"][:, 0])
+  for name, width in extra:
+    flat[name] = tf.reshape(p[f"nodes/{NODES}.{name}"].flat_values, [-1, width])
+  return from_flat(flat)
 
 
-def valid_examples(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, n_rw: int, n_dg: int) -> tf.Tensor:
+def valid_examples(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, n_rw: int, n_dg: int, n_lap: int = 0,
+                   n_spd: int = 0) -> tf.Tensor:
   """bool [batch]: which serialized graphs parse and are consistent (feature, embedding and edge
   lengths fit the node count; edge endpoints are nodes). Never raises on bad bytes: each example is
   checked on its own, so one bad example does not hide the validity of the others."""
@@ -164,6 +180,7 @@ def valid_examples(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, n_rw:
         f"nodes/{NODES}.{DSE}": tf.io.VarLenFeature(tf.float32),
         f"edges/{EDGES}.#source": tf.io.VarLenFeature(tf.int64),
         f"edges/{EDGES}.#target": tf.io.VarLenFeature(tf.int64),
+        **{f"nodes/{NODES}.{name}": tf.io.VarLenFeature(tf.float32) for name, w in ((LAP, n_lap), (SPD, n_spd)) if w},
     })
     n, e = p[f"nodes/{NODES}.#size"][0], p[f"edges/{EDGES}.#size"][0]
     count = lambda key: tf.size(p[key].values, out_type=tf.int64)
@@ -173,7 +190,8 @@ def valid_examples(serialized: tf.Tensor, *, feature_dim: tf.Tensor | int, n_rw:
         n >= 1, count(f"nodes/{NODES}.{FEATURES}") == n * feature_dim,
         count(f"nodes/{NODES}.{RWSE}") == n * n_rw, count(f"nodes/{NODES}.{DSE}") == n * n_dg,
         count(f"edges/{EDGES}.#source") == e, count(f"edges/{EDGES}.#target") == e,
-        tf.reduce_min(ends) >= 0, tf.reduce_max(ends) < tf.maximum(n, 1)]))
+        tf.reduce_min(ends) >= 0, tf.reduce_max(ends) < tf.maximum(n, 1)]
+        + [count(f"nodes/{NODES}.{name}") == n * w for name, w in ((LAP, n_lap), (SPD, n_spd)) if w]))
     with tf.control_dependencies([tf.debugging.Assert(ok, ["inconsistent graph"])]):
       return tf.identity(index)
 

@@ -28,11 +28,22 @@ N_DG = 16
 
 
 class EmbeddingType(str, enum.Enum):
-  """Which structure embedding the model reads (FedStar's `type_init` ablation)."""
+  """Which structure embedding the model reads (FedStar's `type_init` ablation, plus the Laplacian PE
+  and shortest-path-distance embeddings FedStar names as future work, alone or after rw_dg)."""
   RW = "rw"
   DG = "dg"
   RW_DG = "rw_dg"
   ONES = "ones"
+  LAP = "lap"
+  SPD = "spd"
+  RW_DG_LAP = "rw_dg_lap"
+  RW_DG_SPD = "rw_dg_spd"
+
+  @property
+  def parts(self) -> tuple[str, ...]:
+    """The stored embeddings it concatenates, in order ("ones": the rw_dg width of ones)."""
+    return {"rw": ("rw",), "dg": ("dg",), "rw_dg": ("rw", "dg"), "ones": ("rw", "dg"), "lap": ("lap",),
+            "spd": ("spd",), "rw_dg_lap": ("rw", "dg", "lap"), "rw_dg_spd": ("rw", "dg", "spd")}[self.value]
 
 
 def _graph_adjacency(edges: np.ndarray, n: int) -> np.ndarray:
@@ -185,6 +196,7 @@ def spd_histogram(dataset: tu.TUDataset, n_spd: int = N_SPD) -> np.ndarray:
   return out
 
 
-def embedding_width(kind: EmbeddingType | str, n_rw: int = N_RW, n_dg: int = N_DG) -> int:
-  kind = EmbeddingType(kind)
-  return {EmbeddingType.RW: n_rw, EmbeddingType.DG: n_dg}.get(kind, n_rw + n_dg)
+def embedding_width(kind: EmbeddingType | str, n_rw: int = N_RW, n_dg: int = N_DG, n_lap: int = N_LAP,
+                    n_spd: int = N_SPD) -> int:
+  widths = {"rw": n_rw, "dg": n_dg, "lap": n_lap, "spd": n_spd}
+  return sum(widths[p] for p in EmbeddingType(kind).parts)

@@ -22,6 +22,7 @@ import json
 import math
 from typing import Any
 
+from data_prep import structure
 from tff_graph import clustering
 from tff_graph import privacy
 from tff_graph.federated import client_work as cw
@@ -56,6 +57,10 @@ class DataConfig:
                                         "its training graphs (nothing from val/test).")
   n_rw: int = _field(16, "Random-walk steps of the RWSE (1..256).", lower_bound=1, upper_bound=MAX_N_RW)
   n_dg: int = _field(16, "Width of the one-hot degree embedding (1..1024).", lower_bound=1, upper_bound=MAX_N_DG)
+  n_lap: int = _field(8, "Laplacian eigenvectors of the lap embeddings (1..64; computed only for them).",
+                      lower_bound=1, upper_bound=64)
+  n_spd: int = _field(8, "Distances of the spd embeddings' histogram (1..64; computed only for them).",
+                      lower_bound=1, upper_bound=64)
 
   def __post_init__(self):
     if self.split not in ("reference", "numpy"):
@@ -73,8 +78,11 @@ class ModelConfig:
   hidden: int = _field(64, "Hidden width of every layer.", lower_bound=1)
   num_layers: int = _field(3, "Graph convolutions per encoder.", lower_bound=1)
   dropout: float = _field(0.5, "Dropout rate.", lower_bound=0.0, upper_bound=0.99)
-  embedding_type: str = _field("rw_dg", "FedStar structure embedding: random-walk (rw), degree (dg), both, or "
-                               "all-ones.", choices=("rw", "dg", "rw_dg", "ones"))
+  embedding_type: str = _field("rw_dg", "FedStar structure embedding: random-walk (rw), degree (dg), both (rw_dg), "
+                               "all-ones (ones), Laplacian-eigenvector PE (lap, random sign flips in training), "
+                               "shortest-path-distance histogram (spd), or rw_dg followed by either (rw_dg_lap, "
+                               "rw_dg_spd).",
+                               choices=("rw", "dg", "rw_dg", "ones", "lap", "spd", "rw_dg_lap", "rw_dg_spd"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,12 +219,18 @@ class ExperimentConfig:
   def thresholds(self) -> clustering.SplitThresholds:
     return self.clustering.thresholds(self.data.setting)
 
+  def extra_embeddings(self) -> dict[str, int]:
+    """{"n_lap": k, "n_spd": s}: the widths of the optional stored embeddings the model reads (0: none)."""
+    parts = structure.EmbeddingType(self.model.embedding_type).parts
+    return {"n_lap": self.data.n_lap if "lap" in parts else 0, "n_spd": self.data.n_spd if "spd" in parts else 0}
+
   def model_spec(self, kind: str, backbone: str, *, feature_dim: int, num_classes: int) -> classifiers.ModelSpec:
     """The (padded) model of a setting whose widest client has these widths."""
     m = self.model
     return classifiers.ModelSpec(kind=kind, feature_dim=feature_dim, num_classes=num_classes, hidden=m.hidden,
                                  num_layers=m.num_layers, dropout=m.dropout, backbone=backbone,
-                                 embedding_type=m.embedding_type, n_rw=self.data.n_rw, n_dg=self.data.n_dg)
+                                 embedding_type=m.embedding_type, n_rw=self.data.n_rw, n_dg=self.data.n_dg,
+                                 **(self.extra_embeddings() if kind == classifiers.DECOUPLED_MODEL else {}))
 
   def to_dict(self) -> dict[str, Any]:
     d = dataclasses.asdict(self)

@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow_federated as tff
 
 from data_prep import cache
+from data_prep import structure
 from tff_graph import algorithms
 from tff_graph import privacy
 from tff_graph import program_logic
@@ -170,7 +171,8 @@ def prepare_data(config: ExperimentConfig, *, data_dir: str | os.PathLike[str] |
   d = config.data
   return cache.prepare_setting(d.setting, data_dir=data_dir, cache_dir=cache_dir, seed=d.split_seed, n_rw=d.n_rw,
                                n_dg=d.n_dg, split=d.split, node_features=d.node_features,
-                               standardize_attributes=d.standardize_attributes, datasets=datasets)
+                               standardize_attributes=d.standardize_attributes, datasets=datasets,
+                               **config.extra_embeddings())
 
 
 _OPTION_FIELDS = {  # Option group of AlgorithmSpec.options -> (config section, field) it governs.
@@ -200,6 +202,11 @@ def unused_options(config: ExperimentConfig, components: Components = Components
       and algo.model_kind != classifiers.DECOUPLED_MODEL):
     unused.append(f"embedding_type={config.model.embedding_type} (read by the structure-encoder models, e.g. fedstar)")
     changes.setdefault("model", {})["embedding_type"] = defaults.model.embedding_type
+  parts = structure.EmbeddingType(config.model.embedding_type).parts
+  for name in ("lap", "spd"):
+    if getattr(config.data, f"n_{name}") != getattr(defaults.data, f"n_{name}") and name not in parts:
+      unused.append(f"n_{name}={getattr(config.data, f'n_{name}')} (read by the {name} embeddings)")
+      changes.setdefault("data", {})[f"n_{name}"] = getattr(defaults.data, f"n_{name}")
   if config.privacy != defaults.privacy and (not algo.shared_parts or components.model_aggregator is not None):
     why = ("its own model_aggregator is plugged in" if components.model_aggregator is not None
            else "it shares nothing")
@@ -226,9 +233,11 @@ def check_data(config: ExperimentConfig, prepared: cache.PreparedSetting) -> Non
   """Raises ValueError when `prepared` is not the data `config.data` describes (config.json would lie)."""
   d = config.data
   wanted = {"setting": d.setting, "split": d.split, "split_seed": d.split_seed, "n_rw": d.n_rw, "n_dg": d.n_dg,
-            "node_features": d.node_features, "standardize_attributes": d.standardize_attributes}
+            "node_features": d.node_features, "standardize_attributes": d.standardize_attributes,
+            **{k: v for k, v in config.extra_embeddings().items() if v}}
   have = prepared.options
-  wrong = {k: (v, have[k]) for k, v in wanted.items() if have[k] != v}
+  wrong = {k: (v, have.get(k, 0)) for k, v in wanted.items() if have.get(k, 0) != v}
+  wrong.update({k: (0, v) for k, v in have.items() if k not in wanted})
   if wrong:
     raise ValueError("the prepared data is not the data the configuration describes: " + ", ".join(
         f"{k}: config {a!r}, data {b!r}" for k, (a, b) in wrong.items()) + " (use experiment.prepare_data(config))")
@@ -237,7 +246,7 @@ def check_data(config: ExperimentConfig, prepared: cache.PreparedSetting) -> Non
 def input_spec_of(config: ExperimentConfig, prepared: cache.PreparedSetting) -> cw.InputSpec:
   return cw.InputSpec(feature_dim=max(c.feature_dim for c in prepared.clients),
                       num_classes=max(c.num_classes for c in prepared.clients),
-                      n_rw=config.data.n_rw, n_dg=config.data.n_dg)
+                      n_rw=config.data.n_rw, n_dg=config.data.n_dg, n_lap=prepared.n_lap, n_spd=prepared.n_spd)
 
 
 def model_fn_of(config: ExperimentConfig, prepared: cache.PreparedSetting,

@@ -64,12 +64,15 @@ class InputSpec:
     feature_dim: node-feature width the model reads (clients' narrower features are zero-padded).
     num_classes: number of logits (clients with fewer classes have the others masked out).
     n_rw, n_dg: widths of the stored RWSE and DSE node features.
+    n_lap, n_spd: widths of the optional Laplacian-PE / SPD-histogram node features (0: absent).
   """
 
   feature_dim: int
   num_classes: int
   n_rw: int = 16
   n_dg: int = 16
+  n_lap: int = 0
+  n_spd: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +193,7 @@ class ClientWork:
 
   def _parse(self, serialized, inputs):
     return gt.parse_batch(serialized, feature_dim=inputs["feature_dim"], padded_feature_dim=self.spec.feature_dim,
-                          n_rw=self.spec.n_rw, n_dg=self.spec.n_dg)
+                          n_rw=self.spec.n_rw, n_dg=self.spec.n_dg, n_lap=self.spec.n_lap, n_spd=self.spec.n_spd)
 
   # ----- training ------------------------------------------------------------------------------
 

@@ -48,8 +48,10 @@ class ModelSpec:
     dropout: dropout rate (0.5).
     backbone: convolution of the GIN model / of the decoupled model's feature channel.
     structure_backbone: convolution of the decoupled model's structure channel (`gcn`).
-    embedding_type: structure embedding read by the decoupled model: rw, dg, rw_dg or ones.
+    embedding_type: structure embedding read by the decoupled model: rw, dg, rw_dg, ones, lap, spd,
+      rw_dg_lap or rw_dg_spd (`structure.EmbeddingType`).
     n_rw, n_dg: widths of the stored RWSE and DSE.
+    n_lap, n_spd: widths of the stored Laplacian PE and SPD histogram (needed by the embeddings using them).
     feature_fan_in: true feature width when `feature_dim` is a padded width (initialisation only).
   """
 
@@ -65,6 +67,8 @@ class ModelSpec:
   n_rw: int = structure.N_RW
   n_dg: int = structure.N_DG
   feature_fan_in: int | None = None
+  n_lap: int = 0
+  n_spd: int = 0
 
   def __post_init__(self):
     if self.kind not in (GIN_MODEL, DECOUPLED_MODEL):
@@ -72,7 +76,10 @@ class ModelSpec:
     for b in (self.backbone, self.structure_backbone):
       if b not in layers.CONVOLUTIONS:
         raise ValueError(f"unknown backbone {b!r}; choose one of {', '.join(layers.CONVOLUTIONS)}")
-    structure.EmbeddingType(self.embedding_type)
+    kind = structure.EmbeddingType(self.embedding_type)
+    for part, width in (("lap", self.n_lap), ("spd", self.n_spd)):
+      if part in kind.parts and width < 1:
+        raise ValueError(f"embedding_type {self.embedding_type!r} needs n_{part} >= 1, got {width}")
     if self.feature_dim < 1 or self.num_classes < 2 or self.num_layers < 1 or self.hidden < 1:
       raise ValueError(f"invalid model sizes in {self}")
     if not 0.0 <= self.dropout < 1.0:
@@ -80,7 +87,7 @@ class ModelSpec:
 
   @property
   def structure_dim(self) -> int:
-    return structure.embedding_width(self.embedding_type, self.n_rw, self.n_dg)
+    return structure.embedding_width(self.embedding_type, self.n_rw, self.n_dg, self.n_lap, self.n_spd)
 
 
 class PartitionError(ValueError):
@@ -120,12 +127,14 @@ def check_partition(model: tf.keras.Model) -> None:
 
 
 def random_states(model: tf.keras.Model) -> list[tf.Variable]:
-  """The generator states of the model's `SeededDropout` layers (part of a client's private state).
+  """The generator states of the model's `SeededDropout` and `SeededSignFlips` layers (part of a
+  client's private state).
 
-  Restoring them restores the exact dropout masks that follow. A model without such layers has none
+  Restoring them restores the exact dropout masks (and Laplacian-PE sign flips) that follow. A model without such layers has none
   (its randomness, e.g. Keras' own Dropout, is then not part of the state and not resumed exactly).
   """
-  return [m.generator.state for m in model.submodules if isinstance(m, layers.SeededDropout)]
+  return [m.generator.state for m in model.submodules
+          if isinstance(m, (layers.SeededDropout, layers.SeededSignFlips))]
 
 
 def parameter_counts(model: tf.keras.Model) -> "collections.OrderedDict[str, int]":
@@ -209,16 +218,20 @@ class GINClassifier(PartitionedModel):
     return self.readout(self.dropout(x, training=training))
 
 
-def structure_input(graph: tfgnn.GraphTensor, embedding_type: str) -> tf.Tensor:
-  """The structure embedding of type `embedding_type` from the stored RWSE and DSE node features."""
+def structure_input(graph: tfgnn.GraphTensor, embedding_type: str, lap_signs: tf.Tensor | None = None) -> tf.Tensor:
+  """The structure embedding of type `embedding_type` from the stored node features (RWSE, DSE, and the
+  Laplacian PE / SPD histogram when stored); `lap_signs` [graphs, n_lap] flips the PE's signs per graph."""
   nodes = graph.node_sets[gt.NODES]
   kind = structure.EmbeddingType(embedding_type)
-  if kind is structure.EmbeddingType.RW:
-    return nodes[gt.RWSE]
-  if kind is structure.EmbeddingType.DG:
-    return nodes[gt.DSE]
-  both = tf.concat([nodes[gt.RWSE], nodes[gt.DSE]], axis=-1)
-  return both if kind is structure.EmbeddingType.RW_DG else tf.ones_like(both)
+  stored = {"rw": gt.RWSE, "dg": gt.DSE, "lap": gt.LAP, "spd": gt.SPD}
+  pieces = []
+  for part in kind.parts:
+    x = nodes[stored[part]]
+    if part == "lap" and lap_signs is not None:
+      x = x * tf.repeat(lap_signs, nodes.sizes, axis=0)
+    pieces.append(x)
+  joined = pieces[0] if len(pieces) == 1 else tf.concat(pieces, axis=-1)
+  return tf.ones_like(joined) if kind is structure.EmbeddingType.ONES else joined
 
 
 @tf.keras.utils.register_keras_serializable(package="tff_graph")
@@ -247,6 +260,15 @@ class DecoupledClassifier(PartitionedModel):
     self.post = layers.TorchDense(spec.hidden, activation="relu", name="post", seed=next(seeds))
     self.readout = layers.TorchDense(spec.num_classes, name="readout", seed=next(seeds))
     self.dropout = layers.SeededDropout(spec.dropout, seed=next(seeds), name="dropout")
+    # Laplacian PE: eigenvector signs are arbitrary, so training sees a random sign per graph and
+    # eigenvector (Dwivedi et al.); the stream is model state, like dropout's (exact resume).
+    self.sign_flips = (layers.SeededSignFlips(spec.n_lap, seed=next(seeds), name="lap_sign_flips")
+                       if "lap" in structure.EmbeddingType(spec.embedding_type).parts else None)
+
+  def _lap_signs(self, graph: tfgnn.GraphTensor, training: bool | None) -> tf.Tensor | None:
+    if not training or self.sign_flips is None:
+      return None
+    return self.sign_flips(tf.shape(graph.node_sets[gt.NODES].sizes)[0])
 
   def parts(self):
     return collections.OrderedDict(
@@ -256,7 +278,7 @@ class DecoupledClassifier(PartitionedModel):
 
   def call(self, graph: tfgnn.GraphTensor, training: bool | None = None) -> tf.Tensor:
     x = self.pre(graph.node_sets[gt.NODES][gt.FEATURES])
-    s = self.structure_projection(structure_input(graph, self.spec.embedding_type))
+    s = self.structure_projection(structure_input(graph, self.spec.embedding_type, self._lap_signs(graph, training)))
     for conv_x, conv_s in zip(self.feature_convs, self.structure_convs):
       x = self.dropout(tf.nn.relu(conv_x(graph, tf.concat([x, s], axis=-1))), training=training)
       s = tf.math.tanh(conv_s(graph, s))
@@ -271,7 +293,8 @@ def example_graph(spec: ModelSpec) -> tfgnn.GraphTensor:
       context=tfgnn.Context.from_fields(features={gt.LABEL: tf.zeros([1], tf.int64)}),
       node_sets={gt.NODES: tfgnn.NodeSet.from_fields(sizes=tf.constant([3]), features={
           gt.FEATURES: tf.zeros([3, spec.feature_dim]), gt.RWSE: tf.zeros([3, spec.n_rw]),
-          gt.DSE: tf.zeros([3, spec.n_dg])})},
+          gt.DSE: tf.zeros([3, spec.n_dg]),
+          **{name: tf.zeros([3, w]) for name, w in ((gt.LAP, spec.n_lap), (gt.SPD, spec.n_spd)) if w}})},
       edge_sets={gt.EDGES: tfgnn.EdgeSet.from_fields(
           sizes=tf.constant([4]), adjacency=tfgnn.Adjacency.from_indices(
               (gt.NODES, tf.constant([0, 1, 1, 2])), (gt.NODES, tf.constant([1, 0, 2, 1]))))})

@@ -43,7 +43,8 @@ class _Serving(tf.Module):
   def _probabilities(self, examples: tf.Tensor) -> tf.Tensor:
     spec = self._input_spec
     graph = gt.parse_batch(examples, feature_dim=self._feature_dim, padded_feature_dim=spec.feature_dim,
-                           n_rw=spec.n_rw, n_dg=spec.n_dg, require_label=False)
+                           n_rw=spec.n_rw, n_dg=spec.n_dg, require_label=False, n_lap=spec.n_lap,
+                           n_spd=spec.n_spd)
     logits = self._model(graph, training=False)[:, :self._num_classes]
     return tf.nn.softmax(logits, axis=-1)
 
@@ -51,8 +52,9 @@ class _Serving(tf.Module):
   def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
     # Checked first, so that bad bytes fail with this message: TF's own parse error would quote the
     # bytes, and Python cannot decode them (a UnicodeDecodeError instead of a TensorFlow error).
-    valid = gt.valid_examples(examples, feature_dim=self._feature_dim, n_rw=self._input_spec.n_rw,
-                              n_dg=self._input_spec.n_dg)
+    spec = self._input_spec
+    valid = gt.valid_examples(examples, feature_dim=self._feature_dim, n_rw=spec.n_rw, n_dg=spec.n_dg,
+                              n_lap=spec.n_lap, n_spd=spec.n_spd)
     check = tf.debugging.Assert(tf.reduce_all(valid), [
         "not valid serialized graphs (use the score_each signature to score the others); indices:",
         tf.where(tf.logical_not(valid))[:, 0]], summarize=20)
@@ -62,7 +64,8 @@ class _Serving(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
   def score_each(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
     spec = self._input_spec
-    valid = gt.valid_examples(examples, feature_dim=self._feature_dim, n_rw=spec.n_rw, n_dg=spec.n_dg)
+    valid = gt.valid_examples(examples, feature_dim=self._feature_dim, n_rw=spec.n_rw, n_dg=spec.n_dg,
+                              n_lap=spec.n_lap, n_spd=spec.n_spd)
     index = tf.where(valid)[:, 0]
     good = self._probabilities(tf.gather(examples, index))
     rows = tf.fill([tf.shape(examples)[0], self._num_classes], float("nan"))
@@ -98,7 +101,8 @@ def export_saved_model(model: tf.keras.Model, path: str | os.PathLike[str], *, i
                                                      "score_each": module.score_each})
   record = dataclasses.asdict(spec) if dataclasses.is_dataclass(spec) else {}
   record.update({"input_feature_dim": input_spec.feature_dim, "input_num_classes": input_spec.num_classes,
-                 "n_rw": input_spec.n_rw, "n_dg": input_spec.n_dg, "client_feature_dim": feature_dim,
+                 "n_rw": input_spec.n_rw, "n_dg": input_spec.n_dg, "n_lap": getattr(input_spec, "n_lap", 0),
+                 "n_spd": getattr(input_spec, "n_spd", 0), "client_feature_dim": feature_dim,
                  "client_num_classes": num_classes})
   (tmp / "model_spec.json").write_text(json.dumps(record, indent=1))
   if path.exists():

@@ -47,6 +47,25 @@ class TorchDense(tf.keras.layers.Dense):
 
 
 @tf.keras.utils.register_keras_serializable(package="tff_graph")
+class SeededSignFlips(tf.keras.layers.Layer):
+  """Random +-1 signs of shape [rows, width] from a `tf.random.Generator` held as a layer variable (so,
+  as `SeededDropout`'s, the stream is model state: checkpointed, restored, exact on resume)."""
+
+  def __init__(self, width: int, *, seed: int = 0, **kwargs: Any):
+    super().__init__(**kwargs)
+    self.width = width
+    self.seed = seed
+    self.generator = tf.random.Generator.from_seed(seed)
+
+  def call(self, rows: tf.Tensor) -> tf.Tensor:
+    bits = self.generator.uniform(tf.stack([rows, self.width]), maxval=2, dtype=tf.int32)
+    return tf.cast(2 * bits - 1, tf.float32)
+
+  def get_config(self) -> dict[str, Any]:
+    return {**super().get_config(), "width": self.width, "seed": self.seed}
+
+
+@tf.keras.utils.register_keras_serializable(package="tff_graph")
 class SeededDropout(tf.keras.layers.Layer):
   """Dropout driven by a `tf.random.Generator` whose state is a (non-trainable) variable of the layer.
 
