@@ -131,16 +131,21 @@ class PreparedDataset:
                                      spd=None if self.spd is None else self.spd[lo:hi])
 
 
-def _atomic_write_npz(path: pathlib.Path, arrays: dict[str, np.ndarray]) -> None:
+def _atomic_save(path: pathlib.Path, save, suffix: str) -> None:
+  """`save(file)` into a temporary file beside `path`, renamed into place once complete."""
   path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz")
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=suffix)
   try:
     with os.fdopen(fd, "wb") as f:
-      np.savez(f, **arrays)
+      save(f)
     os.replace(tmp, path)
   finally:
     if os.path.exists(tmp):
       os.remove(tmp)
+
+
+def _atomic_write_npz(path: pathlib.Path, arrays: dict[str, np.ndarray]) -> None:
+  _atomic_save(path, lambda f: np.savez(f, **arrays), ".npz")
 
 
 def _fingerprint(name: str, source: pathlib.Path | None, given: tu.TUDataset | None) -> str:
@@ -202,14 +207,7 @@ def _cached_array(path: pathlib.Path, compute, shape: tuple[int, ...]) -> np.nda
       problem = str(e)
     logging.warning("cache entry %s is corrupt (%s); rebuilt", path, problem)
   value = compute()
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npy")
-  try:
-    with os.fdopen(fd, "wb") as f:
-      np.save(f, value)
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
+  _atomic_save(path, lambda f: np.save(f, value), ".npy")
   return value
 
 

@@ -379,8 +379,8 @@ def _largest_working(part: Part, y: np.ndarray, split: str, seed: int, tiny: boo
   """The largest number of clients (<= this part's) for which the part's rule gives every client a split."""
   top = min(part.clients - 1, max_clients(part, len(y)))
   for n in range(top, max(top - 64, 0), -1):
-    trial = Setting(name="", parts=(dataclasses.replace(part, clients=n, mode=part.mode if n > 1 or part.mode not in
-                                                        ("shards",) else "whole"),), tiny=tiny)
+    mode = "whole" if part.mode == "shards" and n == 1 else part.mode
+    trial = Setting(name="", parts=(dataclasses.replace(part, clients=n, mode=mode),), tiny=tiny)
     try:
       partition(trial, {part.dataset: y}, seed=seed, split=split, _suggest=False)
       return n
