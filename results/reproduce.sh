@@ -1,15 +1,20 @@
 #!/bin/bash
 # Regenerates the result tables under results/ from scratch (long: about 30 hours on a 2-core machine).
 #
-#   bash results/reproduce.sh [piece ...]      pieces: chem biochem molecules gcfl-biochem scaling ablations (default: all)
+#   bash results/reproduce.sh [piece ...]      pieces: chem biochem biochemsn biosncv molecules gcfl-biochem
+#                                              gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap
+#                                              scaling ablations (default: the pieces of the committed tables)
 #
 # Resumable: run it again after an interruption (end of a session, kill -9) and finished runs are
 # reused, unfinished ones continue from their last checkpoint (programs.compare / programs.train resume).
 # Each seed is its own comparison folder, so pieces can also run on different machines; the tables
 # are rebuilt after every finished seed from whatever has finished so far (programs.tables).
 #
-# Pieces: chem, biochem = FedStar's Table 1 (seeds 1-5); molecules, gcfl-biochem = GCFL's table (its
-# seeds; same BIO-CHEM data as FedStar's, GIN model, GCFL's eps for biochem); ablations = FedStar's
+# Pieces: chem, biochem, biochemsn, biosncv = FedStar's Table 1 (seeds 1-5); molecules, gcfl-biochem,
+# gcfl-mix = GCFL's multi-dataset table (its seeds; same data as FedStar's CHEM / BIO-CHEM / BIO-CHEM-SN,
+# GIN model, GCFL's eps for the setting); gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap = GCFL's
+# one-dataset tables (PROTEINS:10, IMDB-BINARY:10, NCI1:30, NCI1:30:overlap; eps and seq_length are
+# the reference's for the dataset, tff_graph/clustering.py); ablations = FedStar's
 # sharing-scope and embedding ablations on BIO-CHEM; scaling = FedAvg, GCFL, FedStar on CHEM split
 # into k = 1, 2, 4, 8, 12 shards per dataset (7 ... 84 clients), seed 1.
 #
@@ -100,11 +105,17 @@ pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules gcfl-biochem scaling ablations)
 for piece in "${pieces[@]}"; do
   case $piece in
-    chem|biochem) fedstar_table "$piece" ;;
+    chem|biochem|biochemsn|biosncv) fedstar_table "$piece" ;;
     molecules) gcfl_table molecules molecules ;;
     gcfl-biochem) gcfl_table biochem gcfl-biochem ;;
+    gcfl-mix) gcfl_table mix gcfl-mix ;;
+    gcfl-proteins) gcfl_table PROTEINS:10 gcfl-proteins ;;
+    gcfl-imdb) gcfl_table IMDB-BINARY:10 gcfl-imdb ;;
+    gcfl-nci1) gcfl_table NCI1:30 gcfl-nci1 ;;
+    gcfl-nci1-overlap) gcfl_table NCI1:30:overlap gcfl-nci1-overlap ;;
     scaling) scaling ;;
     ablations) ablations ;;
-    *) echo "error: unknown piece '$piece' (chem, biochem, molecules, gcfl-biochem, scaling, ablations)" >&2; exit 2 ;;
+    *) echo "error: unknown piece '$piece' (chem, biochem, biochemsn, biosncv, molecules, gcfl-biochem, gcfl-mix," \
+         "gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap, scaling, ablations)" >&2; exit 2 ;;
   esac
 done

@@ -121,7 +121,7 @@ def test_lost_worker_stops_the_run_with_a_clear_error_and_the_run_resumes(data_d
   launcher = _launch(ports, tmp_path / "logs")
   try:
     run = _train(data_dir, cache_dir, tmp_path / "run", ",".join(f"localhost:{p}" for p in ports))
-    checkpoint = tmp_path / "run" / "seed_1" / "checkpoints" / "program_state_4"
+    checkpoint = tmp_path / "run" / "seed_1" / "checkpoints" / "program_state_4.npz"
     deadline = time.monotonic() + 300
     while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
       time.sleep(0.05)

@@ -8,7 +8,7 @@ loop (`tff_graph.program_logic.train_process`) with these release and state mana
     seed_<s>/train_metrics.csv   per round: every client's train metrics and the server metrics
     seed_<s>/eval_metrics.csv    per evaluated round: per-client and average val/test loss/accuracy
     seed_<s>/tensorboard/        the same as TensorBoard scalars (+ GCFL cluster count)
-    seed_<s>/checkpoints/        FileProgramStateManager: the loop state (process state, client states,
+    seed_<s>/checkpoints/        checkpoints.NpzProgramStateManager: the loop state (process state, client states,
                                  history) as it is, every k rounds
     seed_<s>/final.json          final per-client metrics (+ GCFL report); marks the seed as done
     seed_<s>/models/<client>/    one SavedModel per client (TF-GNN serving convention)
@@ -38,6 +38,7 @@ import tensorflow_federated as tff
 from data_prep import cache
 from data_prep import structure
 from tff_graph import algorithms
+from tff_graph import checkpoints
 from tff_graph import privacy
 from tff_graph import program_logic
 from tff_graph import version
@@ -371,8 +372,8 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
     data = json.loads(done.read_text())
     return SeedResult(seed, data["final"], [tuple(x) for x in data["curve"]], data.get("gcfl"))
   folder.mkdir(parents=True, exist_ok=True)
-  for temp in (folder / "checkpoints").glob("program_state_*_temp*"):  # Left by a kill while saving.
-    shutil.rmtree(temp, ignore_errors=True)
+  state_manager = checkpoints.NpzProgramStateManager(folder / "checkpoints", keep_total=2)
+  state_manager.remove_temporary_files()  # Left by a kill while saving.
   process = build_process(config, prepared, seed, components)
   releases = program_logic.Releases(
       train=tff.program.CSVFileReleaseManager(str(folder / "train_metrics.csv"), key_fieldname="round"),
@@ -382,7 +383,7 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
   result = program_logic.train_process(
       process, prepared.clients, seed=seed, rounds=run.rounds, client_fraction=run.client_fraction,
       eval_every=run.eval_every, checkpoint_every=run.checkpoint_every,
-      state_manager=tff.program.FileProgramStateManager(str(folder / "checkpoints"), keep_total=2),
+      state_manager=state_manager,
       releases=releases, progress=progress, round_metrics=privacy_metrics(config, len(prepared.clients)))
   state = result.state
   spec = process.input_spec

@@ -93,15 +93,27 @@ def _die_with_parent() -> None:  # Runs in the child between fork and exec.
   ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def worker_environment() -> dict[str, str]:
+  """The environment a worker runs in: this process's, with TensorFlow's intra-op threads set to 1.
+
+  Each client's TensorFlow ops run on one thread (the worker runs the clients of a call concurrently,
+  which keeps the cores busy), so a reduction's summation order, and hence every result, is the same
+  on any machine whatever its core count; this is also what the clients' training loops got before
+  they were taken out of tf.data (see `client_work`), so results stay bit-identical.
+  """
+  return {**os.environ, "TF_NUM_INTRAOP_THREADS": "1"}
+
+
 def start_worker(port: int, *, log_path: str | os.PathLike[str] | None = None,
                  max_concurrent_calls: int = -1) -> subprocess.Popen[bytes]:
-  """Starts a worker_binary on `port` that dies with this process."""
+  """Starts a worker_binary on `port` that dies with this process (environment: `worker_environment`)."""
   out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
   try:
     return subprocess.Popen(
         [str(worker_binary_path()), f"--port={port}",
          f"--max_concurrent_computation_calls={max_concurrent_calls}"],
-        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+        env=worker_environment())
   finally:
     if log_path:
       out.close()

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_graph import checkpoints
 from tff_graph import clustering
 from tff_graph import program_logic
 from tff_graph.federated import client_work as cw
@@ -299,7 +300,7 @@ def test_gcfl_checkpoint_and_resume_is_exact(tff_context, mutag3, tmp_path):
   thresholds = clustering.SplitThresholds(eps1=10.0, eps2=0.0, warmup_rounds=2, seq_length=2)
   process = make_process(mutag3, "gcfl_plus", seed=3, thresholds=thresholds)
   straight = _run(process, mutag3, 6, seed=3, eval_every=1)
-  manager = tff.program.FileProgramStateManager(str(tmp_path / "ckpt"), keep_total=2)
+  manager = checkpoints.NpzProgramStateManager(tmp_path / "ckpt", keep_total=2)
   first = _run(process, mutag3, 6, seed=3, eval_every=1, checkpoint_every=3, state_manager=manager)
   _assert_equal(first.state.to_structure(), straight.state.to_structure())
   assert straight.clustering_report()["splits"], "the test needs a split"
@@ -307,7 +308,7 @@ def test_gcfl_checkpoint_and_resume_is_exact(tff_context, mutag3, tmp_path):
   versions = program_logic.run_sync(manager.get_versions())
   assert versions == [3]
   resumed = _run(process, mutag3, 6, seed=3, eval_every=1, checkpoint_every=3,
-                 state_manager=tff.program.FileProgramStateManager(str(tmp_path / "ckpt"), keep_total=2))
+                 state_manager=checkpoints.NpzProgramStateManager(tmp_path / "ckpt", keep_total=2))
   _assert_equal(resumed.state.to_structure(), straight.state.to_structure())
   assert resumed.final == straight.final
   assert resumed.clustering_report() == straight.clustering_report()

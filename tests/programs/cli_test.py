@@ -55,7 +55,7 @@ def test_killed_run_resumes_to_the_same_final_metrics(data_dir, cache_dir, tmp_p
   # Start the same run elsewhere and SIGKILL it once a checkpoint past round 2 exists.
   run = subprocess.Popen(_cmd(data_dir, cache_dir, tmp_path / "b"), cwd=REPO, env=_env(),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-  checkpoint = tmp_path / "b" / "seed_1" / "checkpoints" / "program_state_4"
+  checkpoint = tmp_path / "b" / "seed_1" / "checkpoints" / "program_state_4.npz"
   deadline = time.monotonic() + 300
   while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
     time.sleep(0.1)
