@@ -49,14 +49,14 @@ def _children_cpu_s() -> float:
 
 
 def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: str | None,
-         workers: int = 1, accuracy_rounds: int = 0, skip_tf: bool = False) -> dict:
+         workers: int = 1, accuracy_rounds: int = 0, skip_tf: bool = False, split: str = "reference") -> dict:
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from data_prep import cache  # pylint: disable=g-import-not-at-top
   from tff_graph import config as config_lib, experiment, program_logic, runtime  # pylint: disable=g-import-not-at-top
 
-  prepared = cache.prepare_setting(setting, data_dir=data_dir, cache_dir=cache_dir)
-  config = config_lib.ExperimentConfig(algorithm, data=config_lib.DataConfig(setting=setting),
+  prepared = cache.prepare_setting(setting, data_dir=data_dir, cache_dir=cache_dir, split=split)
+  config = config_lib.ExperimentConfig(algorithm, data=config_lib.DataConfig(setting=setting, split=split),
                                        run=config_lib.RunConfig(rounds=rounds + 2, seeds=(1,)))
   t = time.perf_counter()
   process = experiment.build_process(config, prepared, 1)
@@ -108,11 +108,11 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: st
 
 
 def measure(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: str | None,
-            workers: int = 1, accuracy_rounds: int = 0, skip_tf: bool = False) -> dict:
+            workers: int = 1, accuracy_rounds: int = 0, skip_tf: bool = False, split: str = "reference") -> dict:
   """`_one` in a fresh subprocess (clean peak-memory figures, no state shared between measurements)."""
   cmd = [sys.executable, "-m", "benchmarks.round_time", "--one", algorithm, "--setting", setting,
          "--rounds", str(rounds), "--data_dir", data_dir, "--workers", str(workers),
-         "--accuracy_rounds", str(accuracy_rounds)] + (["--skip_tf"] if skip_tf else [])
+         "--accuracy_rounds", str(accuracy_rounds), "--split", split] + (["--skip_tf"] if skip_tf else [])
   if cache_dir:
     cmd += ["--cache_dir", cache_dir]
   out = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -133,10 +133,12 @@ def main() -> None:
   parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
   parser.add_argument("--accuracy_rounds", type=int, default=0, help=argparse.SUPPRESS)
   parser.add_argument("--skip_tf", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--split", default="reference", choices=["reference", "numpy"],
+                      help="How clients are split 80/10/10 (data_prep.partition).")
   args = parser.parse_args()
   if args.one:
     print(json.dumps(_one(args.one, args.setting, args.rounds, args.data_dir, args.cache_dir, args.workers,
-                          args.accuracy_rounds, args.skip_tf)))
+                          args.accuracy_rounds, args.skip_tf, args.split)))
     return
   print(common.machine())
   print(f"setting {args.setting}, median of {args.rounds} warm rounds")

@@ -164,6 +164,10 @@ def main() -> int:
             f"{statistics.median(x['cpu'] for x in r):.1f} | {statistics.median(x['peak_mib'] for x in r):.0f} |")
     ratios = [a["wall"] / b["wall"] for a, b in zip(runs["ours"], runs["theirs"])]
     print(f"wall ours/theirs per pair: {', '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}")
+    for key, label in (("cpu", "CPU"), ("peak_mib", "peak memory")):
+      r = [a[key] / b[key] for a, b in zip(runs["ours"], runs["theirs"])]
+      print(f"{label} ours/theirs per pair: {', '.join(f'{x:.2f}' for x in r)}; median {statistics.median(r):.2f}")
+    print(f"load average after the job: {os.getloadavg()[0]:.2f}", flush=True)
   return 0
 
 

@@ -181,3 +181,15 @@ def test_a_worker_that_refuses_a_computation_is_not_a_lost_worker():
       check(np.int32(3))
     assert check(np.int32(0)) == 0  # The worker is still there.
   assert not _child_workers()
+
+
+def test_workers_run_tensorflow_ops_on_one_intra_op_thread():
+  # What makes a client's numbers independent of the machine's core count, and equal to the results
+  # computed before the client loops left tf.data (see runtime.worker_environment).
+  port = portpicker.pick_unused_port()
+  worker = runtime.start_worker(port)
+  try:
+    environ = pathlib.Path(f"/proc/{worker.pid}/environ").read_bytes().split(b"\0")
+    assert b"TF_NUM_INTRAOP_THREADS=1" in environ
+  finally:
+    runtime.stop_worker(worker)
