@@ -26,6 +26,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 from typing import Any
 
 import numpy as np
@@ -99,7 +100,6 @@ class NpzProgramStateManager(tff.program.ProgramStateManager):
         p.unlink(missing_ok=True)
         removed.append(p)
       elif re.fullmatch(rf"{_PREFIX}\d+_temp.*", p.name) and p.is_dir():
-        import shutil  # pylint: disable=g-import-not-at-top
         shutil.rmtree(p, ignore_errors=True)
         removed.append(p)
     return removed
@@ -158,7 +158,6 @@ class NpzProgramStateManager(tff.program.ProgramStateManager):
     self._remove_old(keep=version)
 
   def _remove_old(self, keep: int) -> None:
-    import shutil  # pylint: disable=g-import-not-at-top
     versions = self._versions()
     for v in sorted(versions)[:-self._keep_total]:
       if v == keep:
