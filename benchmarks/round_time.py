@@ -49,17 +49,23 @@ def _children_cpu_s() -> float:
 
 
 def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: str | None,
-         workers: int = 1, accuracy_rounds: int = 0, skip_tf: bool = False, split: str = "reference") -> dict:
+         workers: int = 1, accuracy_rounds: int = 0, skip_tf: bool = False, split: str = "reference",
+         client_states: str = "driver") -> dict:
+  import tempfile  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from data_prep import cache  # pylint: disable=g-import-not-at-top
   from tff_graph import config as config_lib, experiment, program_logic, runtime  # pylint: disable=g-import-not-at-top
+  from tff_graph.federated import process as process_lib  # pylint: disable=g-import-not-at-top
 
   prepared = cache.prepare_setting(setting, data_dir=data_dir, cache_dir=cache_dir, split=split)
   config = config_lib.ExperimentConfig(algorithm, data=config_lib.DataConfig(setting=setting, split=split),
                                        run=config_lib.RunConfig(rounds=rounds + 2, seeds=(1,)))
   t = time.perf_counter()
   process = experiment.build_process(config, prepared, 1)
+  if client_states == "worker":  # States in files where the clients run (removed at exit).
+    state_dir = tempfile.TemporaryDirectory(prefix="tff_graph_states_")
+    process = process_lib.with_worker_states(process, state_dir.name)
   build_s = time.perf_counter() - t
   times, driver_cpu, worker_cpu = [], [], []
   mark = {}
@@ -85,7 +91,8 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: st
       result = program_logic.train_process(process, prepared.clients, seed=1, rounds=accuracy_rounds,
                                            eval_every=10**9, state=result.state)
       accuracy = result.average()
-  state = result.state
+    state = result.state
+    client_state_values = [] if skip_tf else process.fetch_client_states(state.client_states)
   worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
   # The same local training as plain TF (no TFF): inputs as tensors so the tf.function traces once.
   work = process._work()  # pylint: disable=protected-access
@@ -95,7 +102,7 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: st
     t = time.perf_counter()
     for i, c in enumerate(prepared.clients):
       inputs = tf.nest.map_structure(tf.constant, program_logic.client_data(c, i, seed=1, round_num=state.round))
-      client_state = tf.nest.map_structure(tf.constant, state.client_states[i])
+      client_state = tf.nest.map_structure(tf.constant, client_state_values[i])
       tf.nest.map_structure(lambda x: x.numpy(), work.train(shared, client_state, inputs))
     tf_times.append(time.perf_counter() - t)
   return {"algorithm": algorithm, "clients": len(prepared.clients), "workers": workers, "build_s": build_s,
@@ -104,15 +111,17 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: st
           "driver_cpu_s": float(np.median(driver_cpu[2:])), "worker_cpu_s": float(np.median(worker_cpu[2:])),
           "accuracy": accuracy, "accuracy_rounds": accuracy_rounds,
           "eval_s": eval_s, "python_peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-          "worker_peak_gib": worker_peak}
+          "worker_peak_gib": worker_peak, "client_states": client_states}
 
 
 def measure(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: str | None,
-            workers: int = 1, accuracy_rounds: int = 0, skip_tf: bool = False, split: str = "reference") -> dict:
+            workers: int = 1, accuracy_rounds: int = 0, skip_tf: bool = False, split: str = "reference",
+            client_states: str = "driver") -> dict:
   """`_one` in a fresh subprocess (clean peak-memory figures, no state shared between measurements)."""
   cmd = [sys.executable, "-m", "benchmarks.round_time", "--one", algorithm, "--setting", setting,
          "--rounds", str(rounds), "--data_dir", data_dir, "--workers", str(workers),
-         "--accuracy_rounds", str(accuracy_rounds), "--split", split] + (["--skip_tf"] if skip_tf else [])
+         "--accuracy_rounds", str(accuracy_rounds), "--split", split,
+         "--client_states", client_states] + (["--skip_tf"] if skip_tf else [])
   if cache_dir:
     cmd += ["--cache_dir", cache_dir]
   out = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -135,17 +144,20 @@ def main() -> None:
   parser.add_argument("--skip_tf", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--split", default="reference", choices=["reference", "numpy"],
                       help="How clients are split 80/10/10 (data_prep.partition).")
+  parser.add_argument("--client_states", default="driver", choices=["driver", "worker"],
+                      help="Where client states live between rounds (as the programs' --client_states).")
   args = parser.parse_args()
   if args.one:
     print(json.dumps(_one(args.one, args.setting, args.rounds, args.data_dir, args.cache_dir, args.workers,
-                          args.accuracy_rounds, args.skip_tf, args.split)))
+                          args.accuracy_rounds, args.skip_tf, args.split, args.client_states)))
     return
   print(common.machine())
   print(f"setting {args.setting}, median of {args.rounds} warm rounds")
   print(f"{'algorithm':16s} {'clients':>7s} {'round s':>8s} {'seq tf s':>8s} {'eval s':>7s} "
         f"{'build s':>8s} {'py GiB':>7s} {'worker GiB':>10s} {'driver cpu':>10s} {'worker cpu':>10s}")
   for algorithm in args.algorithms:
-    r = measure(algorithm, args.setting, args.rounds, args.data_dir, args.cache_dir)
+    r = measure(algorithm, args.setting, args.rounds, args.data_dir, args.cache_dir, split=args.split,
+                client_states=args.client_states)
     print(f"{r['algorithm']:16s} {r['clients']:7d} {r['round_s']:8.2f} {r['tf_s']:8.2f} "
           f"{r['eval_s']:7.2f} {r['build_s']:8.1f} "
           f"{r['python_peak_gib']:7.2f} {r['worker_peak_gib']:10.2f} {r['driver_cpu_s']:10.2f} "

@@ -16,6 +16,7 @@ its state, per client) from the rest (local training on the same graphs); it is 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -61,27 +62,31 @@ def main() -> None:
   parser.add_argument("--split", default="numpy", choices=["reference", "numpy"],
                       help="Client split (default numpy: the papers' stratified split refuses chem@12, whose MUTAG "
                       "shards of 15-16 graphs cannot be stratified; the data and compute per round are the same).")
+  parser.add_argument("--client_states", nargs="+", default=["driver"], choices=["driver", "worker"],
+                      help="Where client states live between rounds (the programs' --client_states); several: "
+                      "each algorithm and k is measured with each.")
   args = parser.parse_args()
   print(common.machine())
   print(f"{args.group}@k ({args.split} split), median of {args.rounds} warm rounds"
         + (f", accuracy after {args.accuracy_rounds} rounds" if args.accuracy_rounds else ""))
-  print(f"{'algorithm':10s} {'k':>3s} {'clients':>7s} {'round s':>8s} {'driver cpu s':>12s} "
+  print(f"{'algorithm':10s} {'states':>6s} {'k':>3s} {'clients':>7s} {'round s':>8s} {'driver cpu s':>12s} "
         f"{'worker cpu s':>12s} {'py GiB':>7s} {'worker GiB':>10s} {'accuracy':>8s}")
   fits = {}
-  for algorithm in args.algorithms:
+  for algorithm, where in itertools.product(args.algorithms, args.client_states):
     points = []
     for k in args.ks:
       setting = args.group if k == 1 else f"{args.group}@{k}"
       r = round_time.measure(algorithm, setting, args.rounds, args.data_dir, args.cache_dir,
-                             accuracy_rounds=args.accuracy_rounds, skip_tf=True, split=args.split)
+                             accuracy_rounds=args.accuracy_rounds, skip_tf=True, split=args.split,
+                             client_states=where)
       points.append((r["clients"], r["round_s"]))
       acc = "" if r["accuracy"] is None else f"{r['accuracy'] * 100:.2f}"
-      print(f"{algorithm:10s} {k:3d} {r['clients']:7d} {r['round_s']:8.2f} {r['driver_cpu_s']:12.2f} "
+      print(f"{algorithm:10s} {where:>6s} {k:3d} {r['clients']:7d} {r['round_s']:8.2f} {r['driver_cpu_s']:12.2f} "
             f"{r['worker_cpu_s']:12.2f} {r['python_peak_gib']:7.2f} {r['worker_peak_gib']:10.2f} {acc:>8s}",
             flush=True)
     if len(points) > 1:
       x, y = np.array(points, dtype=float).T
-      fits[algorithm] = (np.polyfit(x, y, 1), y[-1] / y[0], x[-1] / x[0])
+      fits[f"{algorithm} ({where} states)"] = (np.polyfit(x, y, 1), y[-1] / y[0], x[-1] / x[0])
   for algorithm, ((slope, intercept), growth, clients) in fits.items():
     print(f"{algorithm}: round s ~ {intercept:.2f} + {slope:.3f} x clients; {clients:.0f}x the clients -> "
           f"{growth:.1f}x the round time")

@@ -51,9 +51,11 @@ def digest(value) -> str:
 
 
 def _one(algorithm: str, setting: str, rounds: int, eval_every: int, data_dir: str, cache_dir: str | None,
-         seed: int) -> dict:
+         seed: int, client_states: str = "driver") -> dict:
+  import tempfile  # pylint: disable=g-import-not-at-top
   from data_prep import cache  # pylint: disable=g-import-not-at-top
   from tff_graph import config as config_lib, experiment, program_logic, runtime  # pylint: disable=g-import-not-at-top
+  from tff_graph.federated import process as process_lib  # pylint: disable=g-import-not-at-top
 
   prepared = cache.prepare_setting(setting, data_dir=data_dir, cache_dir=cache_dir)
   config = config_lib.ExperimentConfig(algorithm, data=config_lib.DataConfig(setting=setting),
@@ -68,12 +70,15 @@ def _one(algorithm: str, setting: str, rounds: int, eval_every: int, data_dir: s
     async def release(self, value, key):
       self.into.append((int(key), {k: float(v) for k, v in sorted(value.items())}))
 
-  with runtime.execution_context():
+  with runtime.execution_context(), tempfile.TemporaryDirectory() as state_dir:
     process = experiment.build_process(config, prepared, seed)
+    if client_states == "worker":
+      process = process_lib.with_worker_states(process, state_dir)
     result = program_logic.train_process(
         process, prepared.clients, seed=seed, rounds=rounds, eval_every=eval_every,
         releases=program_logic.Releases(train=_Collect(train_metrics), evaluation=_Collect(evaluations)))
-  state = result.state.to_structure()
+    state = result.state.to_structure()
+    state["client_states"] = process.fetch_client_states(result.state.client_states)  # The states themselves.
   return {"state": digest(state), "eval": digest([evaluations, train_metrics]),
           "average_test_accuracy": result.average()}
 
@@ -87,17 +92,20 @@ def main() -> None:
   parser.add_argument("--seed", type=int, default=1)
   parser.add_argument("--data_dir", default=os.environ.get("TFF_GRAPH_DATA", "../shared/data/TUDataset"))
   parser.add_argument("--cache_dir", default=None)
+  parser.add_argument("--client_states", default="driver", choices=["driver", "worker"],
+                      help="Where client states live between rounds (the hash is of the states either way).")
   parser.add_argument("--one", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.one:
     print(json.dumps(_one(args.one, args.setting, args.rounds, args.eval_every, args.data_dir, args.cache_dir,
-                          args.seed)))
+                          args.seed, args.client_states)))
     return
-  print(f"setting {args.setting}, {args.rounds} rounds, eval every {args.eval_every}, seed {args.seed}")
+  print(f"setting {args.setting}, {args.rounds} rounds, eval every {args.eval_every}, seed {args.seed}, "
+        f"client states on the {args.client_states}")
   for algorithm in args.algorithms:
     cmd = [sys.executable, "-m", "benchmarks.state_hash", "--one", algorithm, "--setting", args.setting,
            "--rounds", str(args.rounds), "--eval_every", str(args.eval_every), "--seed", str(args.seed),
-           "--data_dir", args.data_dir]
+           "--data_dir", args.data_dir, "--client_states", args.client_states]
     if args.cache_dir:
       cmd += ["--cache_dir", args.cache_dir]
     out = subprocess.run(cmd, capture_output=True, text=True)

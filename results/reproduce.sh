@@ -3,7 +3,9 @@
 #
 #   bash results/reproduce.sh [piece ...]      pieces: chem biochem biochemsn biosncv molecules gcfl-biochem
 #                                              gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap
-#                                              scaling ablations (default: the pieces of the committed tables)
+#                                              scaling ablations embeddings-chem embeddings-biochem
+#                                              privacy-chem privacy-chem12
+#                                              (default: the pieces of the committed tables)
 #
 # Resumable: run it again after an interruption (end of a session, kill -9) and finished runs are
 # reused, unfinished ones continue from their last checkpoint (programs.compare / programs.train resume).
@@ -15,7 +17,11 @@
 # GIN model, GCFL's eps for the setting); gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap = GCFL's
 # one-dataset tables (PROTEINS:10, IMDB-BINARY:10, NCI1:30, NCI1:30:overlap; eps and seq_length are
 # the reference's for the dataset, tff_graph/clustering.py); ablations = FedStar's
-# sharing-scope and embedding ablations on BIO-CHEM; scaling = FedAvg, GCFL, FedStar on CHEM split
+# sharing-scope and embedding ablations on BIO-CHEM; embeddings-chem, embeddings-biochem = FedStar with
+# the structure embeddings beyond the paper (Laplacian PE, SPD histogram, rw_dg + Laplacian PE) beside
+# the Table 1 piece's rw_dg runs (results/<split>/embeddings/<setting>); privacy-chem, privacy-chem12 =
+# FedStar with client-level DP (accuracy vs epsilon) and secure aggregation on CHEM and CHEM@12 (84
+# clients; NumPy split) (results/<split>/privacy/<setting>); scaling = FedAvg, GCFL, FedStar on CHEM split
 # into k = 1, 2, 4, 8, 12 shards per dataset (7 ... 84 clients), seed 1.
 #
 # Environment: PY (default .venv/bin/python), RUNS (run folders, default runs/results[-<split>]),
@@ -101,6 +107,57 @@ ablations() {  # FedStar on BIO-CHEM: what is shared, and which structure embedd
   done
 }
 
+embeddings() {  # embeddings <setting>: FedStar with the structure embeddings beyond the paper (lap, spd,
+  # rw_dg_lap) beside its rw_dg, seeds 1-5; with the setting's Table 1 local and fedstar runs (if run).
+  local setting=$1
+  for s in "${FEDSTAR_SEEDS[@]}"; do
+    for emb in lap spd rw_dg_lap; do
+      out="$RUNS/embeddings/$setting/seed$s/emb_$emb"
+      if [ ! -e "$out/DONE" ]; then
+        $PY -m programs.train --algorithm=fedstar --embedding_type="$emb" --setting="$setting" --seeds="$s" \
+          --eval_every=10 "${COMMON[@]}" --output_dir="$out"
+      fi
+    done
+    table fedstar "$OUT/embeddings/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do
+      echo "$RUNS/$setting/seed$t/local $RUNS/$setting/seed$t/fedstar"
+      for emb in lap spd rw_dg_lap; do echo "$RUNS/embeddings/$setting/seed$t/emb_$emb"; done; done)
+  done
+}
+
+privacy() {  # privacy <setting>: FedStar with client-level DP on the shared structure encoder (clipped at
+  # 0.1, about the median client update norm of FedStar on CHEM; noise multipliers 0 = clipping only, 1, 4,
+  # 16; epsilon at delta 1e-3 < 1/84) and with secure aggregation, seeds 1-5, beside plain FedStar and local.
+  local setting=$1
+  local split_flag=()
+  # CHEM@12's MUTAG shards (15-16 graphs) cannot be split by the papers' stratified calls: NumPy split.
+  [[ "$setting" == *@* ]] && split_flag=(--split=numpy)
+  for s in "${FEDSTAR_SEEDS[@]}"; do
+    local base="$RUNS/$setting/seed$s"
+    if [ "$setting" != chem ] || [ "${split_flag[*]:-}" != "" ]; then
+      base="$RUNS/privacy/$setting/seed$s/plain"
+      $PY -m programs.compare --algorithms=local,fedstar --setting="$setting" --seeds="$s" --eval_every=10 \
+        "${COMMON[@]}" "${split_flag[@]}" --output_dir="$base"
+    fi
+    for z in 0 1 4 16; do
+      out="$RUNS/privacy/$setting/seed$s/dp_z$z"
+      if [ ! -e "$out/DONE" ]; then
+        $PY -m programs.train --algorithm=fedstar --dp_noise_multiplier="$z" --dp_clip=0.1 --dp_delta=1e-3 \
+          --setting="$setting" --seeds="$s" --eval_every=10 "${COMMON[@]}" "${split_flag[@]}" --output_dir="$out"
+      fi
+    done
+    out="$RUNS/privacy/$setting/seed$s/secagg"
+    if [ ! -e "$out/DONE" ]; then
+      $PY -m programs.train --algorithm=fedstar --secure_aggregation --setting="$setting" --seeds="$s" \
+        --eval_every=10 "${COMMON[@]}" "${split_flag[@]}" --output_dir="$out"
+    fi
+    table "" "$OUT/privacy/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do
+      if [ "$setting" != chem ] || [ "${split_flag[*]:-}" != "" ]; then echo "$RUNS/privacy/$setting/seed$t/plain"
+      else echo "$RUNS/$setting/seed$t/local $RUNS/$setting/seed$t/fedstar"; fi
+      for z in 0 1 4 16; do echo "$RUNS/privacy/$setting/seed$t/dp_z$z"; done
+      echo "$RUNS/privacy/$setting/seed$t/secagg"; done)
+  done
+}
+
 pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules gcfl-biochem scaling ablations)
 for piece in "${pieces[@]}"; do
@@ -115,7 +172,12 @@ for piece in "${pieces[@]}"; do
     gcfl-nci1-overlap) gcfl_table NCI1:30:overlap gcfl-nci1-overlap ;;
     scaling) scaling ;;
     ablations) ablations ;;
+    embeddings-chem) embeddings chem ;;
+    embeddings-biochem) embeddings biochem ;;
+    privacy-chem) privacy chem ;;
+    privacy-chem12) privacy chem@12 ;;
     *) echo "error: unknown piece '$piece' (chem, biochem, biochemsn, biosncv, molecules, gcfl-biochem, gcfl-mix," \
-         "gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap, scaling, ablations)" >&2; exit 2 ;;
+         "gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap, scaling, ablations, embeddings-chem," \
+         "embeddings-biochem, privacy-chem, privacy-chem12)" >&2; exit 2 ;;
   esac
 done

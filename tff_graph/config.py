@@ -124,6 +124,12 @@ class RunConfig:
   client_fraction: float = _field(1.0, "Share of clients sampled each round.", lower_bound=0.0, upper_bound=1.0)
   eval_every: int = _field(1, "Evaluate val/test every k rounds (and after the last).", lower_bound=1)
   checkpoint_every: int = _field(10, "Checkpoint every k rounds.", lower_bound=1)
+  client_states: str = _field("worker", "Where the clients' private state (private weights, Adam moments, dropout "
+                              "generators) lives between rounds: worker (files in <run folder>/seed_<s>/client_states "
+                              "on the machine that runs the client; only references travel; remote workers must see "
+                              "that path) or driver (sent to the worker and back with every call). Same results bit "
+                              "for bit; a resumed seed keeps the place its checkpoints used.",
+                              choices=("driver", "worker"))
 
   def __post_init__(self):
     if self.rounds < 1:
@@ -138,6 +144,8 @@ class RunConfig:
       raise ValueError(f"checkpoint_every and eval_every must be >= 1 ({self})")
     if not 0.0 < self.client_fraction <= 1.0:
       raise ValueError(f"client_fraction must be in (0, 1], got {self.client_fraction}")
+    if self.client_states not in ("driver", "worker"):
+      raise ValueError(f"client_states must be 'driver' or 'worker', got {self.client_states!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,6 +32,7 @@ import pathlib
 import shutil
 from typing import Any, Callable, Mapping
 
+from absl import logging
 import numpy as np
 import tensorflow_federated as tff
 
@@ -160,7 +161,9 @@ def _normalised(record: dict[str, Any]) -> Any:
   record.pop("data_fingerprint", None)
   record.pop("code_version", None)
   try:
-    return ExperimentConfig.from_dict(record).to_dict(), components
+    d = ExperimentConfig.from_dict(record).to_dict()
+    d["run"].pop("client_states")  # Where states live changes no result (a resumed seed keeps its own).
+    return d, components
   except (TypeError, ValueError, KeyError):
     return record, components
 
@@ -361,6 +364,18 @@ class SeedResult:
   final: dict[str, dict[str, float]]
   curve: list[tuple[int, float]]  # (round, average test accuracy)
   gcfl: dict[str, Any] | None
+  privacy: dict[str, Any] | None = None  # DP runs: epsilon spent at delta, noise multiplier, clip, rounds.
+
+
+def client_states_of(folder: pathlib.Path, configured: str) -> str:
+  """Where a seed's client states live: as configured for a new seed; a seed with checkpoints keeps the
+  place they use (references need `<folder>/client_states`; full states are in the checkpoint)."""
+  if not any((folder / "checkpoints").glob("*")):
+    return configured
+  kept = "worker" if (folder / "client_states").is_dir() else "driver"
+  if kept != configured:
+    logging.warning("%s resumes with the client states on the %s, where its checkpoints keep them", folder, kept)
+  return kept
 
 
 def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: int, folder: pathlib.Path, *,
@@ -370,16 +385,19 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
   done = folder / "final.json"
   if done.is_file():
     data = json.loads(done.read_text())
-    return SeedResult(seed, data["final"], [tuple(x) for x in data["curve"]], data.get("gcfl"))
+    return SeedResult(seed, data["final"], [tuple(x) for x in data["curve"]], data.get("gcfl"), data.get("privacy"))
   folder.mkdir(parents=True, exist_ok=True)
   state_manager = checkpoints.NpzProgramStateManager(folder / "checkpoints", keep_total=2)
   state_manager.remove_temporary_files()  # Left by a kill while saving.
+  run = config.run
   process = build_process(config, prepared, seed, components)
+  if client_states_of(folder, run.client_states) == "worker":
+    (folder / "client_states").mkdir(exist_ok=True)
+    process = process_lib.with_worker_states(process, str((folder / "client_states").resolve()))
   releases = program_logic.Releases(
       train=tff.program.CSVFileReleaseManager(str(folder / "train_metrics.csv"), key_fieldname="round"),
       evaluation=tff.program.CSVFileReleaseManager(str(folder / "eval_metrics.csv"), key_fieldname="round"),
       board=tff.program.TensorBoardReleaseManager(str(folder / "tensorboard")))
-  run = config.run
   result = program_logic.train_process(
       process, prepared.clients, seed=seed, rounds=run.rounds, client_fraction=run.client_fraction,
       eval_every=run.eval_every, checkpoint_every=run.checkpoint_every,
@@ -387,8 +405,9 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
       releases=releases, progress=progress, round_metrics=privacy_metrics(config, len(prepared.clients)))
   state = result.state
   spec = process.input_spec
+  client_states = process.fetch_client_states(state.client_states)
   for i, c in enumerate(prepared.clients):
-    model = process.client_model(state.server_state, state.client_states[i], i, program_logic.client_spec(c))
+    model = process.client_model(state.server_state, client_states[i], i, program_logic.client_spec(c))
     export.export_saved_model(model, folder / "models" / c.client_id, input_spec=spec,
                               feature_dim=c.feature_dim, num_classes=c.num_classes)
   report = result.clustering_report()
@@ -401,7 +420,7 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
   tmp = done.with_suffix(".tmp")
   tmp.write_text(json.dumps(record, indent=1))
   os.replace(tmp, done)
-  return SeedResult(seed, result.final, result.curve, report)
+  return SeedResult(seed, result.final, result.curve, report, record.get("privacy"))
 
 
 @dataclasses.dataclass

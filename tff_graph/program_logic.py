@@ -232,9 +232,11 @@ def _load_newest(state_manager, template: LoopState) -> LoopState | None:
 
 
 def initial_state(process: process_lib.GraphProcess, clients: Sequence[Any], *, seed: int, rounds: int) -> LoopState:
-  """The loop state before round 1: `process.initialize()` and every client's initial state."""
+  """The loop state before round 1: `process.initialize()` and every client's initial state (or, when
+  the process keeps client states on its workers, the references to them: `place_client_states`)."""
   server_state = _numpy(process.initialize())
-  states = [process.initial_client_state(client_seed(seed, i), client_spec(c)) for i, c in enumerate(clients)]
+  states = process.place_client_states(
+      [process.initial_client_state(client_seed(seed, i), client_spec(c)) for i, c in enumerate(clients)])
   slots = process.clustering.slots if process.clustering is not None else None
   return LoopState(0, server_state, states, _empty_history(rounds, len(clients), slots))
 
@@ -291,7 +293,9 @@ def train_process(process: process_lib.GraphProcess, clients: Sequence[Any], *, 
   if state is None:
     state = initial_state(process, clients, seed=seed, rounds=rounds)
     if state_manager is not None:
-      state = _load_newest(state_manager, state) or state
+      loaded = _load_newest(state_manager, state)
+      if loaded is not None:
+        state = dataclasses.replace(loaded, client_states=process.after_checkpoint(loaded.client_states))
   start = time.perf_counter()
   final: dict[str, dict[str, float]] = {}
   h = state.history
@@ -349,6 +353,7 @@ def train_process(process: process_lib.GraphProcess, clients: Sequence[Any], *, 
       run_sync(releases.board.release(board_value, r))
     if state_manager is not None and checkpoint_every and r % checkpoint_every == 0 and r < rounds:
       run_sync(state_manager.save(state.to_structure(), r))
+      state = dataclasses.replace(state, client_states=process.after_checkpoint(state.client_states))
   if not final:  # Loaded at or past the end: evaluate the final state.
     final = evaluate(process, clients, state, seed=seed)
   evaluated = [int(i) + 1 for i in np.flatnonzero(h["evaluated"][:state.round])]

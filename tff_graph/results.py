@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import pathlib
+import re
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -28,9 +30,21 @@ class ResultsError(ValueError):
 
 
 def row_label(config: experiment.ExperimentConfig) -> str:
-  """The algorithm, plus ` emb=<type>` when the structure embedding is not the default rw_dg."""
+  """The algorithm, plus ` emb=<type>` when the structure embedding is not the default rw_dg, and the
+  privacy of its aggregation (` dp z=<noise multiplier> clip=<clip>`, ` secagg`) when there is one."""
   kind = config.model.embedding_type
-  return config.algorithm + ("" if kind == "rw_dg" else f" emb={kind}")
+  label = config.algorithm + ("" if kind == "rw_dg" else f" emb={kind}")
+  p = config.privacy
+  if p.dp_noise_multiplier is not None:
+    label += f" dp z={p.dp_noise_multiplier:g} clip={p.dp_clip:g}"
+  if p.secure_aggregation:
+    label += " secagg"
+  return label
+
+
+def file_label(label: str) -> str:
+  """A row label as part of a file name (`fedstar emb=dg` -> `fedstar_emb_dg`)."""
+  return re.sub(r"[^A-Za-z0-9.]+", "_", label)
 
 
 def _comparable(config: experiment.ExperimentConfig) -> dict:
@@ -75,7 +89,7 @@ def load_results(folders: Sequence[str | pathlib.Path]) -> list[experiment.Exper
         origin[(label, seed)] = run
         data = json.loads(done.read_text())
         seed_result = experiment.SeedResult(seed, data["final"], [tuple(x) for x in data["curve"]],
-                                            data.get("gcfl"))
+                                            data.get("gcfl"), data.get("privacy"))
         if label not in merged:
           merged[label] = experiment.ExperimentResult(config, [])
         elif _comparable(merged[label].config) != _comparable(config):
@@ -112,6 +126,8 @@ class ResultRow:
   shared_parameters: int
   paper_mean: float | None
   paper_std: float | None
+  epsilon: float | None = None  # DP runs: the privacy spent over the run (at `delta`); inf without noise.
+  delta: float | None = None
 
   @property
   def diff(self) -> float | None:
@@ -139,9 +155,13 @@ def results_table(results: Sequence[experiment.ExperimentResult], prepared: cach
       best_mean, best_std = _aggregate(best)
     mean, std = _aggregate(r.per_client())
     anchor = (paper or {}).get(label)
+    spent = [s.privacy for s in r.seeds if s.privacy]
+    if spent and len({(p["epsilon"], p["delta"]) for p in spent}) != 1:
+      raise ResultsError(f"{label}: seeds report different privacy spent ({spent})")
     rows.append(ResultRow(label, tuple(s.seed for s in r.seeds), mean, std, best_mean, best_std, b.gain,
                           b.gain_ratio, b.parameters, b.shared_parameters,
-                          None if anchor is None else anchor[0], None if anchor is None else anchor[1]))
+                          None if anchor is None else anchor[0], None if anchor is None else anchor[1],
+                          float(spent[0]["epsilon"]) if spent else None, float(spent[0]["delta"]) if spent else None))
   return rows
 
 
@@ -151,10 +171,18 @@ def _pm(mean: float | None, std: float | None) -> str:
   return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
 
 
+def _epsilon(r: ResultRow) -> str:
+  if r.epsilon is None:
+    return ""
+  return ("inf" if math.isinf(r.epsilon) else f"{r.epsilon:.2f}") + f" (δ={r.delta:g})"
+
+
 def to_markdown(rows: Sequence[ResultRow]) -> str:
   has_best = any(r.best_mean is not None for r in rows)
+  has_dp = any(r.epsilon is not None for r in rows)
   head = ["algorithm", "seeds", "ours (final round)"] + (["ours (best snapshot)"] if has_best else []) + [
-      "paper", "ours - paper", "gain vs local", "clients with gain >= 0", "parameters", "shared"]
+      "paper", "ours - paper", "gain vs local", "clients with gain >= 0", "parameters", "shared"] + (
+      ["ε spent"] if has_dp else [])
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for r in rows:
     cells = [r.label, ",".join(map(str, r.seeds)), _pm(r.mean, r.std)]
@@ -162,7 +190,7 @@ def to_markdown(rows: Sequence[ResultRow]) -> str:
       cells.append(_pm(r.best_mean, r.best_std))
     cells += [_pm(r.paper_mean, r.paper_std), "" if r.diff is None else f"{r.diff:+.2f}",
               "" if r.gain is None else f"{r.gain:+.2f}", "" if r.gain_ratio is None else f"{r.gain_ratio:.2f}",
-              str(r.parameters), str(r.shared_parameters)]
+              str(r.parameters), str(r.shared_parameters)] + ([_epsilon(r)] if has_dp else [])
     lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
@@ -192,11 +220,13 @@ def write(folder: str | pathlib.Path, rows: Sequence[ResultRow],
   folder = pathlib.Path(folder)
   folder.mkdir(parents=True, exist_ok=True)
   header = ("algorithm,seeds,mean,std,best_snapshot_mean,best_snapshot_std,paper_mean,paper_std,diff,gain,"
-            "gain_ratio,parameters,shared_parameters,split")
+            "gain_ratio,parameters,shared_parameters,split,epsilon,delta")
   split = split_of(results)
   body = [",".join([r.label, " ".join(map(str, r.seeds)), _num(r.mean), _num(r.std), _num(r.best_mean),
                     _num(r.best_std), _num(r.paper_mean), _num(r.paper_std), _num(r.diff), _num(r.gain),
-                    _num(r.gain_ratio), str(r.parameters), str(r.shared_parameters), split]) for r in rows]
+                    _num(r.gain_ratio), str(r.parameters), str(r.shared_parameters), split,
+                    "" if r.epsilon is None else f"{r.epsilon:.4f}", "" if r.delta is None else f"{r.delta:g}"])
+          for r in rows]
   (folder / "table.csv").write_text("\n".join([header, *body]) + "\n")
   (folder / "table.md").write_text(to_markdown(rows) + "\n\n" + SPLIT_NOTE[split] + "\n")
   for r in results:
@@ -205,5 +235,43 @@ def write(folder: str | pathlib.Path, rows: Sequence[ResultRow],
     for cid, values in r.per_client().items():
       lines.append(",".join([cid, *(f"{v:.4f}" for v in values), f"{np.mean(values):.4f}",
                              f"{np.std(values):.4f}"]))
-    name = row_label(r.config).replace(" emb=", "_emb_")
-    (folder / f"per_client_{name}.csv").write_text("\n".join(lines) + "\n")
+    (folder / f"per_client_{file_label(row_label(r.config))}.csv").write_text("\n".join(lines) + "\n")
+  if any(r.epsilon is not None for r in rows):
+    plot_privacy(rows, folder / "privacy.png")
+
+
+def plot_privacy(rows: Sequence[ResultRow], path: pathlib.Path) -> None:
+  """Accuracy (mean ± std over seeds) against the ε spent, one line per algorithm; the rows without DP
+  (e.g. the plain algorithm, local, secure aggregation) as horizontal lines."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  dp = [r for r in rows if r.epsilon is not None]
+  finite = [r.epsilon for r in dp if math.isfinite(r.epsilon)]
+  right = max(finite) * 3 if finite else 10.0  # Where "no noise" (ε = inf) is drawn.
+  fig, ax = plt.subplots(figsize=(6.4, 4.2))
+  by_algorithm: dict[str, list[ResultRow]] = {}
+  for r in dp:  # Label: "<algorithm> dp z=<z> clip=<clip>[ secagg]".
+    clip = re.search(r"clip=(\S+)", r.label).group(1)
+    by_algorithm.setdefault(f"{r.label.split(' dp ')[0]} (DP, clip {clip})", []).append(r)
+  for name, group in by_algorithm.items():
+    group.sort(key=lambda r: r.epsilon)
+    x = [r.epsilon if math.isfinite(r.epsilon) else right for r in group]
+    ax.errorbar(x, [r.mean for r in group], yerr=[r.std for r in group], marker="o", capsize=3, label=name)
+    for r, xi in zip(group, x):
+      ax.annotate("z=" + re.search(r"z=(\S+)", r.label).group(1), (xi, r.mean), textcoords="offset points",
+                  xytext=(4, 4), fontsize=7)
+  styles = iter(["--", ":", "-.", (0, (5, 1)), (0, (1, 3))] * 4)
+  for r in rows:
+    if r.epsilon is None:
+      ax.axhline(r.mean, linestyle=next(styles), linewidth=1.2, color="dimgray" if r.label == "local" else "C1",
+                 label=f"{r.label} (no DP): {r.mean:.2f}")
+  ax.set_xscale("log")
+  if not all(math.isfinite(r.epsilon) for r in dp):  # The clip-only points: no noise, no guarantee.
+    ax.axvline(right, color="lightgray", linewidth=0.8)
+    ax.text(right, ax.get_ylim()[0], " ε=∞", fontsize=7, va="bottom")
+  ax.set_xlabel(f"ε spent over the run (δ={dp[0].delta:g}); label: noise multiplier z")
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)

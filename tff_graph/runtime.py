@@ -226,6 +226,33 @@ class _MergeableContext(tff.framework.MergeableCompExecutionContext):
     return self._single._async_context.address  # pylint: disable=protected-access
 
 
+class TrafficCounter(grpc.UnaryUnaryClientInterceptor):
+  """Counts the bytes of every request to and response from the workers, by executor method.
+
+  Pass one to `execution_context(traffic=...)`: `sent` / `received` are the serialized sizes of the
+  protocol messages on the driver-worker connections (values, computations, calls), which is what
+  crosses the network in a deployment. `snapshot()` returns the totals (to take differences).
+  """
+
+  def __init__(self):
+    self.sent: dict[str, int] = {}
+    self.received: dict[str, int] = {}
+
+  def intercept_unary_unary(self, continuation, client_call_details, request):
+    method = client_call_details.method.rsplit("/", 1)[-1]
+    self.sent[method] = self.sent.get(method, 0) + request.ByteSize()
+    outcome = continuation(client_call_details, request)
+    try:
+      response = outcome.result()
+    except grpc.RpcError:
+      return outcome
+    self.received[method] = self.received.get(method, 0) + response.ByteSize()
+    return outcome
+
+  def snapshot(self) -> dict[str, int]:
+    return {"sent": sum(self.sent.values()), "received": sum(self.received.values())}
+
+
 def _context_for(stubs: Sequence[tuple[tff.framework.RemoteExecutorGrpcStub, str]]):
   contexts = [_FailFastAsyncContext(stub, address) for stub, address in stubs]
   if len(contexts) == 1:
@@ -265,13 +292,14 @@ def parse_workers(value: str | int | Sequence[str] | None) -> int | list[str]:
 @contextlib.contextmanager
 def execution_context(workers: str | int | Sequence[str] | None = None, *,
                       log_path: str | os.PathLike[str] | None = None,
-                      startup_timeout: float = 60.0) -> Iterator[object]:
+                      startup_timeout: float = 60.0, traffic: TrafficCounter | None = None) -> Iterator[object]:
   """Runs TFF computations in the `with` block on local or remote workers (see module docstring).
 
   Args:
     workers: see `parse_workers`; default one private local worker.
     log_path: where local workers write their output (appended; discarded if None).
     startup_timeout: seconds to wait for every worker to answer.
+    traffic: a `TrafficCounter` that counts the bytes exchanged with the workers.
   """
   spec = parse_workers(workers)
   processes: list[subprocess.Popen[bytes]] = []
@@ -288,7 +316,8 @@ def execution_context(workers: str | int | Sequence[str] | None = None, *,
     stubs = []
     for address, process in targets:
       channels.append(grpc.insecure_channel(address, _CHANNEL_OPTIONS))
-      stub = tff.framework.RemoteExecutorGrpcStub(channels[-1])
+      channel = grpc.intercept_channel(channels[-1], traffic) if traffic is not None else channels[-1]
+      stub = tff.framework.RemoteExecutorGrpcStub(channel)
       wait_ready(stub, address, process, startup_timeout)
       stubs.append((stub, address))
     with tff.framework.get_context_stack().install(_context_for(stubs)) as context:

@@ -170,3 +170,16 @@ def test_runs_recorded_before_the_reference_split_were_on_the_numpy_split(tmp_pa
   experiment.check_data(config, mutag2)
   with pytest.raises(ValueError, match="split: config 'numpy', data 'reference'"):
     experiment.check_data(numpy_config, mutag2)
+
+
+def test_a_resumed_seed_keeps_its_client_states_where_its_checkpoints_put_them(tmp_path):
+  seed = tmp_path / "seed_1"
+  assert experiment.client_states_of(seed, "worker") == "worker"  # New seed: as configured.
+  assert experiment.client_states_of(seed, "driver") == "driver"
+  (seed / "checkpoints").mkdir(parents=True)
+  (seed / "checkpoints" / "program_state_10.npz").write_bytes(b"")
+  # Checkpoints holding the states themselves (no state files): continue with the states on the driver.
+  assert experiment.client_states_of(seed, "worker") == "driver"
+  (seed / "client_states").mkdir()
+  # Checkpoints holding references to state files: continue with them, whatever is configured now.
+  assert experiment.client_states_of(seed, "driver") == "worker"

@@ -20,7 +20,8 @@ SETTING = "MUTAG:2"
 CLIENTS = ("0-MUTAG", "1-MUTAG")
 
 
-def _run(folder: pathlib.Path, algorithm: str, seed: int, accuracies, *, best=None, **overrides) -> None:
+def _run(folder: pathlib.Path, algorithm: str, seed: int, accuracies, *, best=None, spent=None,
+         **overrides) -> None:
   flat = dict(algorithm=algorithm, setting=SETTING, rounds=200, seeds=[seed], **overrides)
   folder.mkdir(parents=True)
   if overrides.pop("legacy", False):  # A run folder written before the configuration tree.
@@ -31,8 +32,11 @@ def _run(folder: pathlib.Path, algorithm: str, seed: int, accuracies, *, best=No
   final = {cid: {"test_accuracy": a, "val_accuracy": 0.5} for cid, a in zip(CLIENTS, accuracies)}
   gcfl = None if best is None else {"best_snapshot_accuracy": dict(zip(CLIENTS, best))}
   (folder / f"seed_{seed}").mkdir()
-  (folder / f"seed_{seed}" / "final.json").write_text(
-      json.dumps({"final": final, "curve": [[200, sum(accuracies) / 2]], "gcfl": gcfl}))
+  record = {"final": final, "curve": [[200, sum(accuracies) / 2]], "gcfl": gcfl}
+  if spent is not None:  # As run_seed records a DP run: epsilon at delta after all rounds.
+    record["privacy"] = {"epsilon": spent, "delta": 1e-3, "noise_multiplier": overrides["dp_noise_multiplier"],
+                         "clip": overrides["dp_clip"], "rounds": 200}
+  (folder / f"seed_{seed}" / "final.json").write_text(json.dumps(record, allow_nan=True))
 
 
 @pytest.fixture
@@ -93,6 +97,36 @@ def test_seeds_are_merged_and_aggregated_as_the_papers_do(two_seed_folders, muta
   assert per_client == ["client,seed_1,seed_2,mean,std", "0-MUTAG,0.8000,0.6000,0.7000,0.1000",
                         "1-MUTAG,0.5000,0.7000,0.6000,0.1000"]
   assert (tmp_path / "table" / "per_client_fedstar_emb_rw.csv").is_file()
+
+
+def test_private_runs_get_their_own_rows_with_the_epsilon_spent_and_a_plot(mutag2, tmp_path):
+  for seed, accuracies in ((1, [0.8, 0.6]), (2, [0.6, 0.6])):
+    _run(tmp_path / f"s{seed}" / "plain", "fedstar", seed, accuracies)
+    _run(tmp_path / f"s{seed}" / "z1", "fedstar", seed, [a - 0.1 for a in accuracies], spent=12.5,
+         dp_noise_multiplier=1.0, dp_clip=0.1, dp_delta=1e-3)
+    _run(tmp_path / f"s{seed}" / "z0", "fedstar", seed, accuracies, spent=float("inf"), dp_noise_multiplier=0.0,
+         dp_clip=0.1, dp_delta=1e-3)
+    _run(tmp_path / f"s{seed}" / "sec", "fedstar", seed, accuracies, secure_aggregation=True)
+  loaded = results.load_results([tmp_path / "s1", tmp_path / "s2"])
+  rows = {r.label: r for r in results.results_table(loaded, mutag2)}
+  assert set(rows) == {"fedstar", "fedstar dp z=1 clip=0.1", "fedstar dp z=0 clip=0.1", "fedstar secagg"}
+  assert rows["fedstar dp z=1 clip=0.1"].epsilon == 12.5 and rows["fedstar dp z=1 clip=0.1"].delta == 1e-3
+  assert rows["fedstar dp z=1 clip=0.1"].mean == pytest.approx(rows["fedstar"].mean - 10.0)
+  assert rows["fedstar dp z=0 clip=0.1"].epsilon == float("inf")
+  assert rows["fedstar"].epsilon is None and rows["fedstar secagg"].epsilon is None
+  results.write(tmp_path / "table", list(rows.values()), loaded)
+  md = (tmp_path / "table" / "table.md").read_text()
+  assert "| 12.50 (δ=0.001) |" in md and "| inf (δ=0.001) |" in md
+  csv = (tmp_path / "table" / "table.csv").read_text().splitlines()
+  assert csv[0].endswith(",split,epsilon,delta")
+  assert any(line.startswith("fedstar dp z=1 clip=0.1,") and line.endswith(",12.5000,0.001") for line in csv)
+  assert (tmp_path / "table" / "per_client_fedstar_dp_z_1_clip_0.1.csv").is_file()
+  assert (tmp_path / "table" / "privacy.png").stat().st_size > 10_000
+  # Seeds that disagree on the privacy spent cannot share a row.
+  _run(tmp_path / "s3" / "z1", "fedstar", 3, [0.5, 0.5], spent=99.0, dp_noise_multiplier=1.0, dp_clip=0.1,
+       dp_delta=1e-3)
+  with pytest.raises(results.ResultsError, match="different privacy spent"):
+    results.results_table(results.load_results([tmp_path / "s1", tmp_path / "s3"]), mutag2)
 
 
 def test_runs_that_do_not_belong_in_one_table_are_refused(tmp_path):

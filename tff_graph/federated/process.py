@@ -41,6 +41,13 @@ nothing in them is hidden from the server, whatever the aggregator.
 
 With no shared part (Local) `shared` is empty and nothing is aggregated; the signature is the same.
 Every CLIENTS-placed output carries the client's `client_index`.
+
+Client states that stay where the client runs (`WorkerStates`, `with_worker_states`): the same
+process, with C replaced by a reference `<client, slot, version, keep>` (four int32). The client's
+computation reads its state from `<directory>/client_<client>_slot<slot>.state` on the machine that
+runs it, trains, writes the new state to another slot and returns the new reference, so only the
+reference crosses between the driver and a worker; `install` writes the initial states once and
+`fetch` reads them back (for export). See `WorkerStates` for the slots, checks and resume.
 """
 
 from __future__ import annotations
@@ -109,6 +116,73 @@ class Clustering:
     return self.capacity or self.num_clients
 
 
+@dataclasses.dataclass(frozen=True)
+class WorkerStates:
+  """Client states kept in files on the machine that runs the client (only references travel).
+
+  A reference is `<client, slot, version, keep>`: the client's index, the slot its current state is
+  in, how many times it has been written (0: the initial state) and the slot the newest checkpoint
+  refers to (-1: none). The initial state is in slot `INITIAL_SLOT` (written by `install`, the same
+  bytes every time, so installing again on a resume is harmless); each training writes the new state
+  to the lowest of slots 0..2 that is neither the current one nor `keep`, so the state a checkpoint
+  refers to is never overwritten until the next checkpoint (`GraphProcess.after_checkpoint`). Each
+  file starts with `<client, version, number of arrays>` and every read checks it against the
+  reference: a missing, stale or foreign file is an error naming it, never another client's state.
+
+  Every machine that runs clients must see `directory` at the same path (as the prepared data); with
+  several workers on several machines and client sampling, a client can run on another machine than
+  last round, so the directory must then be shared storage.
+  """
+
+  directory: str
+  SLOTS = 3
+  INITIAL_SLOT = 3
+
+  def __post_init__(self):
+    if not self.directory:
+      raise ProcessError("WorkerStates needs a directory")
+
+
+def _state_path(directory: str, client, slot):
+  return tf.strings.join([directory.rstrip("/"), "/client_", tf.strings.as_string(client), "_slot",
+                          tf.strings.as_string(slot), ".state"])
+
+
+def _state_header(ref, num_arrays: int):
+  return tf.stack([tf.cast(ref["client"], tf.int64), tf.cast(ref["version"], tf.int64), tf.constant(num_arrays, tf.int64)])
+
+
+def _write_state(directory: str, ref, state):
+  """Writes `state` (a structure of tensors) to `ref`'s slot; returns `ref` once it is written."""
+  leaves = tf.nest.flatten(state)
+  parts = [tf.io.serialize_tensor(_state_header(ref, len(leaves)))] + [tf.io.serialize_tensor(x) for x in leaves]
+  write = tf.io.write_file(_state_path(directory, ref["client"], ref["slot"]), tf.io.serialize_tensor(tf.stack(parts)))
+  with tf.control_dependencies([write]):
+    return collections.OrderedDict((k, tf.identity(v)) for k, v in ref.items())
+
+
+def _read_state(directory: str, ref, spec):
+  """The state `ref` refers to (structure and types of `spec`), checked against the file's header."""
+  specs = tf.nest.flatten(spec)
+  path = _state_path(directory, ref["client"], ref["slot"])
+  parts = tf.io.parse_tensor(tf.io.read_file(path), tf.string)
+  header = tf.io.parse_tensor(parts[0], tf.int64)
+  expected = _state_header(ref, len(specs))
+  check = tf.debugging.Assert(
+      tf.logical_and(tf.equal(tf.size(parts), len(specs) + 1), tf.reduce_all(tf.equal(header, expected))),
+      ["client state file", path, "holds <client, version, arrays>", header, "but the reference is", expected,
+       "(overwritten, from another run, or the client ran on a machine that does not see this directory)"])
+  with tf.control_dependencies([check]):
+    leaves = [tf.ensure_shape(tf.io.parse_tensor(parts[i + 1], s.dtype), s.shape) for i, s in enumerate(specs)]
+  return tf.nest.pack_sequence_as(spec, leaves)
+
+
+def _next_slot(ref):
+  candidates = tf.range(WorkerStates.SLOTS, dtype=tf.int32)
+  free = tf.logical_and(tf.not_equal(candidates, ref["slot"]), tf.not_equal(candidates, ref["keep"]))
+  return tf.reduce_min(tf.where(free, candidates, WorkerStates.SLOTS))
+
+
 class GraphProcess(tff.templates.IterativeProcess):
   """A `tff.templates.IterativeProcess` with stateful clients (see module docstring).
 
@@ -120,9 +194,15 @@ class GraphProcess(tff.templates.IterativeProcess):
 
   def __init__(self, initialize_fn, next_fn, *, evaluate_fn, model_fn: ModelFn, input_spec: cw.InputSpec,
                shared_parts: tuple[str, ...], training: cw.TrainingConfig, clustering: Clustering | None,
-               shared_variable_names: tuple[str, ...], aggregator: Aggregator):
+               shared_variable_names: tuple[str, ...], aggregator: Aggregator,
+               worker_states: WorkerStates | None = None, install_fn=None, fetch_fn=None,
+               build_arguments: dict[str, Any] | None = None):
     super().__init__(initialize_fn, next_fn, next_is_multi_arg=True)
     self._evaluate = evaluate_fn
+    self.worker_states = worker_states
+    self._install = install_fn
+    self._fetch = fetch_fn
+    self.build_arguments = build_arguments
     self.model_fn = model_fn
     self.input_spec = input_spec
     self.shared_parts = shared_parts
@@ -137,6 +217,31 @@ class GraphProcess(tff.templates.IterativeProcess):
 
   def _work(self, seed: int = 0, client: cw.ClientSpec | None = None) -> cw.ClientWork:
     return cw.ClientWork(lambda: self.model_fn(seed, client), self.shared_parts, self.training, self.input_spec)
+
+  def place_client_states(self, states: Sequence[Any]) -> list[Any]:
+    """What the loop keeps for clients 0..n-1 given their initial states: the states themselves, or
+    (`worker_states`) references to the copies `install` writes where the clients run."""
+    if self.worker_states is None:
+      return list(states)
+    refs = [collections.OrderedDict(client=np.int32(i), slot=np.int32(WorkerStates.INITIAL_SLOT),
+                                    version=np.int32(0), keep=np.int32(-1)) for i in range(len(states))]
+    # Several workers may return a call's CLIENTS values regrouped: put them in client order.
+    return sorted((to_numpy(r) for r in self._install(list(states), refs)), key=lambda r: int(r["client"]))
+
+  def after_checkpoint(self, client_states: Sequence[Any]) -> list[Any]:
+    """The client states to continue with once `client_states` are saved in (or loaded from) a
+    checkpoint: references then protect their slot (`keep`) until the next checkpoint."""
+    if self.worker_states is None:
+      return list(client_states)
+    return [collections.OrderedDict(client=r["client"], slot=r["slot"], version=r["version"], keep=r["slot"])
+            for r in client_states]
+
+  def fetch_client_states(self, client_states: Sequence[Any]) -> list[Any]:
+    """The full client states (private weights, optimizer) behind what the loop keeps."""
+    if self.worker_states is None:
+      return list(client_states)
+    fetched = {int(out["client"]): out["state"] for out in map(to_numpy, self._fetch(list(client_states)))}
+    return [fetched[int(r["client"])] for r in client_states]
 
   def initial_client_state(self, seed: int, client: cw.ClientSpec) -> Any:
     """The state a client starts from: its model built from `seed` (its private weights), zero Adam
@@ -191,7 +296,8 @@ def _aggregate(process, state, value, weight, weighted: bool):
 def build_process(*, model_fn: ModelFn, input_spec: cw.InputSpec, shared_parts: Sequence[str],
                   training: cw.TrainingConfig = cw.TrainingConfig(), init_seed: int = 0,
                   model_aggregator: Aggregator | None = None,
-                  clustering: Clustering | None = None) -> GraphProcess:
+                  clustering: Clustering | None = None,
+                  worker_states: WorkerStates | None = None) -> GraphProcess:
   """Composes the process of the module docstring.
 
   Args:
@@ -207,6 +313,8 @@ def build_process(*, model_fn: ModelFn, input_spec: cw.InputSpec, shared_parts: 
       (`ClusterwiseFactory`; default: the exact weighted mean in one sum).
     clustering: `Clustering` for cluster-wise aggregation with dynamic splits (GCFL); None for one
       shared model.
+    worker_states: keep the client states in files where the clients run (`WorkerStates`): `next`
+      and `evaluate` then take and return references instead of states. None: states travel.
 
   Returns:
     A `GraphProcess`.
@@ -216,6 +324,8 @@ def build_process(*, model_fn: ModelFn, input_spec: cw.InputSpec, shared_parts: 
       aggregator is not a `tff.aggregators` factory.
   """
   shared_parts = tuple(shared_parts)
+  build_arguments = dict(model_fn=model_fn, input_spec=input_spec, shared_parts=shared_parts, training=training,
+                         init_seed=init_seed, model_aggregator=model_aggregator, clustering=clustering)
   if model_aggregator is not None and not isinstance(model_aggregator, (
       tff.aggregators.WeightedAggregationFactory, tff.aggregators.UnweightedAggregationFactory)):
     raise ProcessError(f"model_aggregator must be a tff.aggregators factory, got {type(model_aggregator).__name__}")
@@ -227,8 +337,12 @@ def build_process(*, model_fn: ModelFn, input_spec: cw.InputSpec, shared_parts: 
     tv = probe.model.trainable_variables
     shared_specs = _specs(probe.layout.shared(tv))
     names = shared_variable_names(probe.model, shared_parts)
-    state_type = tff.types.tensorflow_to_type(
-        tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), probe.initial_state()))
+    state_spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), probe.initial_state())
+    full_state_type = tff.types.tensorflow_to_type(state_spec)
+  if worker_states is None:
+    state_type = full_state_type
+  else:
+    state_type = _odict_type([(n, tff.TensorType(np.int32)) for n in ("client", "slot", "version", "keep")])
   has_shared = bool(shared_specs)
   k = clustering.slots if clustering is not None else None
   num_clients = clustering.num_clients if clustering is not None else None
@@ -256,18 +370,35 @@ def build_process(*, model_fn: ModelFn, input_spec: cw.InputSpec, shared_parts: 
     cluster = tf.gather(broadcast["assignment"], inputs["client_index"])
     return [tf.gather(w, cluster) for w in broadcast["shared"]]
 
+  def state_of(state, inputs):
+    """The client's state (read from its file when it stays on the worker) and its reference."""
+    if worker_states is None:
+      return state, None
+    ref = state
+    same = tf.debugging.assert_equal(ref["client"], inputs["client_index"],
+                                     message="a client state reference was passed with another client's data")
+    with tf.control_dependencies([same]):
+      return _read_state(worker_states.directory, ref, state_spec), ref
+
   @tff.tensorflow.computation(broadcast_type, state_type, input_type)
   def client_train(broadcast, state, inputs):
     work = cw.ClientWork(model_fn0, shared_parts, training, input_spec)
+    state, ref = state_of(state, inputs)
     out = work.train(client_weights(broadcast, inputs), state, inputs)
+    new_state = out["state"]
+    if worker_states is not None:
+      new_ref = collections.OrderedDict(client=ref["client"], slot=_next_slot(ref), version=ref["version"] + 1,
+                                        keep=ref["keep"])
+      new_state = _write_state(worker_states.directory, new_ref, new_state)
     report = collections.OrderedDict(out["metrics"])
     report["client_index"] = inputs["client_index"]
-    return collections.OrderedDict(update=out["update"], weight=out["weight"], state=out["state"],
+    return collections.OrderedDict(update=out["update"], weight=out["weight"], state=new_state,
                                    report=report)
 
   @tff.tensorflow.computation(broadcast_type, state_type, input_type)
   def client_evaluate(broadcast, state, inputs):
     work = cw.ClientWork(model_fn0, shared_parts, training, input_spec)
+    state, _ = state_of(state, inputs)
     metrics = work.evaluate(client_weights(broadcast, inputs), state, inputs)
     metrics["client_index"] = inputs["client_index"]
     return metrics
@@ -447,9 +578,43 @@ def build_process(*, model_fn: ModelFn, input_spec: cw.InputSpec, shared_parts: 
     broadcast = tff.federated_broadcast(tff.federated_map(to_broadcast, server))
     return tff.federated_map(client_evaluate, (broadcast, states, inputs))
 
+  install_fn = fetch_fn = None
+  if worker_states is not None:
+    @tff.tensorflow.computation(full_state_type, state_type)
+    def install_one(state, ref):
+      return _write_state(worker_states.directory, ref, state)
+
+    @tff.tensorflow.computation(state_type)
+    def fetch_one(ref):
+      return collections.OrderedDict(client=ref["client"], state=_read_state(worker_states.directory, ref, state_spec))
+
+    @tff.federated_computation(tff.FederatedType(full_state_type, tff.CLIENTS), tff.FederatedType(state_type, tff.CLIENTS))
+    def install_fn(states, refs):
+      return tff.federated_map(install_one, (states, refs))
+
+    @tff.federated_computation(tff.FederatedType(state_type, tff.CLIENTS))
+    def fetch_fn(refs):
+      return tff.federated_map(fetch_one, refs)
+
   return GraphProcess(initialize_fn, next_fn, evaluate_fn=evaluate_fn, model_fn=model_fn, input_spec=input_spec,
                       shared_parts=shared_parts, training=training, clustering=clustering,
-                      shared_variable_names=names, aggregator=factory)
+                      shared_variable_names=names, aggregator=factory, worker_states=worker_states,
+                      install_fn=install_fn, fetch_fn=fetch_fn, build_arguments=build_arguments)
+
+
+def with_worker_states(process: GraphProcess, directory: str) -> GraphProcess:
+  """`process` with its client states kept in `directory` where the clients run (`WorkerStates`).
+
+  The process is composed again from the arguments it was built with, so any builder that returns
+  `build_process(...)` gets this for free; the results are the same bit for bit (states are written
+  and read back exactly).
+  """
+  if process.build_arguments is None:
+    raise ProcessError(f"{type(process).__name__} was not composed by build_process: cannot keep its client "
+                       "states on the workers")
+  if process.worker_states is not None:
+    raise ProcessError(f"the process already keeps its client states in {process.worker_states.directory}")
+  return build_process(**process.build_arguments, worker_states=WorkerStates(str(directory)))
 
 
 def type_outline(type_spec, depth: int = 0) -> str:
