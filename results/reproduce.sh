@@ -4,7 +4,7 @@
 #   bash results/reproduce.sh [piece ...]      pieces: chem biochem biochemsn biosncv molecules gcfl-biochem
 #                                              gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap
 #                                              scaling ablations embeddings-chem embeddings-biochem
-#                                              privacy-chem privacy-chem12
+#                                              privacy-chem privacy-chem12 figures
 #                                              (default: the pieces of the committed tables)
 #
 # Resumable: run it again after an interruption (end of a session, kill -9) and finished runs are
@@ -21,7 +21,8 @@
 # the structure embeddings beyond the paper (Laplacian PE, SPD histogram, rw_dg + Laplacian PE) beside
 # the Table 1 piece's rw_dg runs (results/<split>/embeddings/<setting>); privacy-chem, privacy-chem12 =
 # FedStar with client-level DP (accuracy vs epsilon) and secure aggregation on CHEM and CHEM@12 (84
-# clients; NumPy split) (results/<split>/privacy/<setting>); scaling = FedAvg, GCFL, FedStar on CHEM split
+# clients; NumPy split) (results/<split>/privacy/<setting>); figures = the papers' figures from the run
+# folders that exist (results/<split>/figures, programs.figures); scaling = FedAvg, GCFL, FedStar on CHEM split
 # into k = 1, 2, 4, 8, 12 shards per dataset (7 ... 84 clients), seed 1.
 #
 # Environment: PY (default .venv/bin/python), RUNS (run folders, default runs/results[-<split>]),
@@ -158,6 +159,41 @@ privacy() {  # privacy <setting>: FedStar with client-level DP on the shared str
   done
 }
 
+figures() {  # The papers' figures from whatever run folders of the pieces above exist ($OUT/figures)
+  local have run
+  fig() { $PY -m programs.figures "$@" > /dev/null || echo "note: no figure ${*: -1}" >&2; }
+  for setting in chem biochem biochemsn biosncv; do  # FedStar Fig. 3 + per-client accuracy violins
+    have=$(for s in "${FEDSTAR_SEEDS[@]}"; do if [ -d "$RUNS/$setting/seed$s" ]; then echo "$RUNS/$setting/seed$s"; fi
+           done | paste -sd,)
+    [ -n "$have" ] || continue
+    fig --kind=convergence --runs="$have" --title="FedStar Table 1 setting $setting" \
+      --output="$OUT/figures/${setting}_convergence.png"
+    fig --kind=violin --runs="$have" --title="$setting: clients' final test accuracy" \
+      --output="$OUT/figures/${setting}_clients.png"
+  done
+  for name in molecules gcfl-biochem gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap; do
+    have=$(for s in "${GCFL_SEEDS[@]}"; do for k in baselines gcfl; do
+             if [ -d "$RUNS/$name/seed$s/$k" ]; then echo "$RUNS/$name/seed$s/$k"; fi; done; done | paste -sd,)
+    [ -n "$have" ] || continue
+    fig --kind=convergence --metric=average/test_loss --runs="$have" --title="GCFL $name: test loss" \
+      --output="$OUT/figures/${name}_test_loss.png"  # GCFL Fig. 4
+    fig --kind=violin --runs="$have" --title="$name: clients' final test accuracy" \
+      --output="$OUT/figures/${name}_clients.png"  # GCFL Appendix D
+    for algorithm in gcfl gcfl_plus; do  # GCFL Fig. 1, first GCFL seed
+      run="$RUNS/$name/seed${GCFL_SEEDS[0]}/gcfl/$algorithm/seed_${GCFL_SEEDS[0]}"
+      if [ -e "$run/final.json" ]; then
+        fig --kind=gradient_norms --runs="$run" --output="$OUT/figures/${name}_${algorithm}_gradient_norms.png" \
+          --title="$algorithm on $name (seed ${GCFL_SEEDS[0]}): gradient norms, splits marked"
+      fi
+    done
+  done
+  run="$RUNS/chem/seed1/gcfl/seed_1"  # GCFL Fig. 1 on FedStar's CHEM table run, if there
+  if [ -e "$run/final.json" ]; then
+    fig --kind=gradient_norms --runs="$run" --title="gcfl on chem (seed 1): gradient norms, splits marked" \
+      --output="$OUT/figures/chem_gcfl_gradient_norms.png"
+  fi
+}
+
 pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules gcfl-biochem scaling ablations)
 for piece in "${pieces[@]}"; do
@@ -176,8 +212,9 @@ for piece in "${pieces[@]}"; do
     embeddings-biochem) embeddings biochem ;;
     privacy-chem) privacy chem ;;
     privacy-chem12) privacy chem@12 ;;
+    figures) figures ;;
     *) echo "error: unknown piece '$piece' (chem, biochem, biochemsn, biosncv, molecules, gcfl-biochem, gcfl-mix," \
          "gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap, scaling, ablations, embeddings-chem," \
-         "embeddings-biochem, privacy-chem, privacy-chem12)" >&2; exit 2 ;;
+         "embeddings-biochem, privacy-chem, privacy-chem12, figures)" >&2; exit 2 ;;
   esac
 done
