@@ -1,0 +1,53 @@
+#!/bin/bash
+# Runs the papers' own PyTorch code (../shared/reference/, set up by its setup.sh) on its own split for
+# the seeds of our tables, so that its per-client test accuracy can be set beside ours (issue 24 item 5).
+#
+#   bash results/reference_code.sh [piece ...]    pieces: fedstar-chem (FedStar repo, FedStar on CHEM,
+#                                                 seeds 1-5), gcfl-molecules (GCFL repo, its six
+#                                                 algorithms on molecules = CHEM's 7 datasets, seeds 1-5)
+#
+# Resumable per seed: a seed whose output CSV exists is not run again (the reference code cannot resume
+# a seed; an interrupted seed starts over). Both use the reference's split (seed_dataSplit = 123), which
+# is tff-graph's default split index for index, so every client has the same test graphs on both sides.
+# Output: $OUT (default runs/reference-code)/<piece>/seed<s>/ (the reference's own CSV layout), log in
+# the same folder. Environment: REFRUN (default ~/.cache/tff_graph_reference), ROUNDS (default 200).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REFRUN=${REFRUN:-$HOME/.cache/tff_graph_reference}
+OUT=${OUT:-runs/reference-code}
+ROUNDS=${ROUNDS:-200}
+PY="$REFRUN/venv/bin/python"
+[ -x "$PY" ] || { echo "error: the reference code is not set up at $REFRUN (bash ../shared/reference/setup.sh)" >&2; exit 2; }
+OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
+SEEDS=(1 2 3 4 5)
+
+fedstar_chem() {
+  for s in "${SEEDS[@]}"; do
+    local out="$OUT/fedstar-chem/seed$s"
+    if ls "$out"/raw/chem/*accuracy_fedstar_rw_dg_GC.csv > /dev/null 2>&1; then continue; fi
+    mkdir -p "$out"
+    (cd "$REFRUN/fedstar" && "$PY" exps/main_multiDS.py --data_group chem --seed "$s" --alg fedstar --type_init rw_dg \
+      --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out") > "$out/log.txt" 2>&1
+  done
+}
+
+gcfl_molecules() {  # GCFL's eps for molecules (tff_graph/clustering.py REFERENCE_THRESHOLDS)
+  for s in "${SEEDS[@]}"; do
+    local out="$OUT/gcfl-molecules/seed$s"
+    if [ -e "$out/DONE" ]; then continue; fi
+    mkdir -p "$out"
+    (cd "$REFRUN/gcfl" && "$PY" main_multiDS.py --data_group molecules --seed "$s" --epsilon1 0.07 --epsilon2 0.28 \
+      --seq_length 5 --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out") > "$out/log.txt" 2>&1
+    touch "$out/DONE"
+  done
+}
+
+pieces=("$@")
+[ ${#pieces[@]} -gt 0 ] || pieces=(fedstar-chem gcfl-molecules)
+for piece in "${pieces[@]}"; do
+  case $piece in
+    fedstar-chem) fedstar_chem ;;
+    gcfl-molecules) gcfl_molecules ;;
+    *) echo "error: unknown piece '$piece' (fedstar-chem, gcfl-molecules)" >&2; exit 2 ;;
+  esac
+done
