@@ -1,10 +1,12 @@
-"""Helpers shared by the benchmarks: machine description and peak memory."""
+"""Helpers shared by the benchmarks: machine description, peak memory, one measurement per subprocess."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
+import subprocess
 
 
 def machine() -> str:
@@ -21,3 +23,11 @@ def machine() -> str:
 def peak_rss_gib() -> float:
   """Peak resident memory of this process so far (Linux ru_maxrss is in KiB)."""
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def run_json(cmd: list[str]) -> dict:
+  """Runs `cmd` (a benchmark's `--one` mode) in a fresh process; its last stdout line as JSON."""
+  out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+  if out.returncode != 0:
+    raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
+  return json.loads(out.stdout.strip().splitlines()[-1])

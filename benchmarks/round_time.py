@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
@@ -124,10 +123,8 @@ def measure(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir:
          "--client_states", client_states] + (["--skip_tf"] if skip_tf else [])
   if cache_dir:
     cmd += ["--cache_dir", cache_dir]
-  out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-  if out.returncode != 0:
-    raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
-  return json.loads(out.stdout.strip().splitlines()[-1])
+  from benchmarks import common  # pylint: disable=g-import-not-at-top
+  return common.run_json(cmd)
 
 
 def main() -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -73,10 +72,7 @@ def main() -> None:
     for where in args.client_states:
       cmd = [sys.executable, "-m", "benchmarks.traffic", "--one", algorithm, where, "--setting", args.setting,
              "--rounds", str(args.rounds), "--data_dir", args.data_dir, "--split", args.split]
-      out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-      if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
-      r = json.loads(out.stdout.strip().splitlines()[-1])
+      r = common.run_json(cmd)
       print(f"{algorithm:10s} {where:>6s} {r['clients']:7d} {r['sent'] / 1e6:8.3f} {r['computation'] / 1e6:24.3f} "
             f"{r['received'] / 1e6:11.3f} {r['state_bytes'] / 1e6:16.3f}", flush=True)
 

@@ -58,6 +58,12 @@ table() {  # table <paper> <output> <folder>...
     > /dev/null || echo "note: no table for $out yet" >&2
 }
 
+train_once() {  # train_once <run folder> <programs.train flags...>: one run, skipped once finished (DONE);
+  # the flags given come after the common ones, so they override them (e.g. --split)
+  local out=$1; shift
+  [ -e "$out/DONE" ] || $PY -m programs.train --eval_every=10 "${COMMON[@]}" "$@" --output_dir="$out"
+}
+
 fedstar_table() {  # fedstar_table <setting>: FedStar's Table 1, seeds 1-5, final-round accuracy
   local setting=$1
   for s in "${FEDSTAR_SEEDS[@]}"; do
@@ -95,11 +101,8 @@ ablations() {  # FedStar on BIO-CHEM: what is shared, and which structure embedd
     $PY -m programs.compare --algorithms=fedstar_share_none,fedstar_share_feature,fedstar_share_all \
       --setting=biochem --seeds="$s" --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/biochem-ablations/seed$s/sharing"
     for emb in rw dg ones; do
-      out="$RUNS/biochem-ablations/seed$s/emb_$emb"
-      if [ ! -e "$out/DONE" ]; then
-        $PY -m programs.train --algorithm=fedstar --embedding_type="$emb" --setting=biochem --seeds="$s" \
-          --eval_every=10 "${COMMON[@]}" --output_dir="$out"
-      fi
+      train_once "$RUNS/biochem-ablations/seed$s/emb_$emb" --algorithm=fedstar --embedding_type="$emb" \
+        --setting=biochem --seeds="$s"
     done
     # With the biochem table's local (for gains) and fedstar (structure shared, rw_dg) runs.
     table fedstar "$OUT/biochem-ablations" $(for t in "${FEDSTAR_SEEDS[@]}"; do
@@ -113,11 +116,8 @@ embeddings() {  # embeddings <setting>: FedStar with the structure embeddings be
   local setting=$1
   for s in "${FEDSTAR_SEEDS[@]}"; do
     for emb in lap spd rw_dg_lap; do
-      out="$RUNS/embeddings/$setting/seed$s/emb_$emb"
-      if [ ! -e "$out/DONE" ]; then
-        $PY -m programs.train --algorithm=fedstar --embedding_type="$emb" --setting="$setting" --seeds="$s" \
-          --eval_every=10 "${COMMON[@]}" --output_dir="$out"
-      fi
+      train_once "$RUNS/embeddings/$setting/seed$s/emb_$emb" --algorithm=fedstar --embedding_type="$emb" \
+        --setting="$setting" --seeds="$s"
     done
     table fedstar "$OUT/embeddings/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do
       echo "$RUNS/$setting/seed$t/local $RUNS/$setting/seed$t/fedstar"
@@ -140,17 +140,11 @@ privacy() {  # privacy <setting>: FedStar with client-level DP on the shared str
         "${COMMON[@]}" "${split_flag[@]}" --output_dir="$base"
     fi
     for z in 0 1 4 16; do
-      out="$RUNS/privacy/$setting/seed$s/dp_z$z"
-      if [ ! -e "$out/DONE" ]; then
-        $PY -m programs.train --algorithm=fedstar --dp_noise_multiplier="$z" --dp_clip=0.1 --dp_delta=1e-3 \
-          --setting="$setting" --seeds="$s" --eval_every=10 "${COMMON[@]}" "${split_flag[@]}" --output_dir="$out"
-      fi
+      train_once "$RUNS/privacy/$setting/seed$s/dp_z$z" --algorithm=fedstar --dp_noise_multiplier="$z" \
+        --dp_clip=0.1 --dp_delta=1e-3 --setting="$setting" --seeds="$s" "${split_flag[@]}"
     done
-    out="$RUNS/privacy/$setting/seed$s/secagg"
-    if [ ! -e "$out/DONE" ]; then
-      $PY -m programs.train --algorithm=fedstar --secure_aggregation --setting="$setting" --seeds="$s" \
-        --eval_every=10 "${COMMON[@]}" "${split_flag[@]}" --output_dir="$out"
-    fi
+    train_once "$RUNS/privacy/$setting/seed$s/secagg" --algorithm=fedstar --secure_aggregation \
+      --setting="$setting" --seeds="$s" "${split_flag[@]}"
     table "" "$OUT/privacy/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do
       if [ "$setting" != chem ] || [ "${split_flag[*]:-}" != "" ]; then echo "$RUNS/privacy/$setting/seed$t/plain"
       else echo "$RUNS/$setting/seed$t/local $RUNS/$setting/seed$t/fedstar"; fi
