@@ -60,11 +60,12 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, cache_dir: st
   prepared = cache.prepare_setting(setting, data_dir=data_dir, cache_dir=cache_dir, split=split)
   config = config_lib.ExperimentConfig(algorithm, data=config_lib.DataConfig(setting=setting, split=split),
                                        run=config_lib.RunConfig(rounds=rounds + 2, seeds=(1,)))
-  t = time.perf_counter()
-  process = experiment.build_process(config, prepared, 1)
+  worker_states = None
   if client_states == "worker":  # States in files where the clients run (removed at exit).
     state_dir = tempfile.TemporaryDirectory(prefix="tff_graph_states_")
-    process = process_lib.with_worker_states(process, state_dir.name)
+    worker_states = process_lib.WorkerStates(state_dir.name)
+  t = time.perf_counter()
+  process = experiment.build_process(config, prepared, 1, worker_states=worker_states)
   build_s = time.perf_counter() - t
   times, driver_cpu, worker_cpu = [], [], []
   mark = {}

@@ -71,9 +71,9 @@ def _one(algorithm: str, setting: str, rounds: int, eval_every: int, data_dir: s
       self.into.append((int(key), {k: float(v) for k, v in sorted(value.items())}))
 
   with runtime.execution_context(), tempfile.TemporaryDirectory() as state_dir:
-    process = experiment.build_process(config, prepared, seed)
-    if client_states == "worker":
-      process = process_lib.with_worker_states(process, state_dir)
+    process = experiment.build_process(
+        config, prepared, seed,
+        worker_states=process_lib.WorkerStates(state_dir) if client_states == "worker" else None)
     result = program_logic.train_process(
         process, prepared.clients, seed=seed, rounds=rounds, eval_every=eval_every,
         releases=program_logic.Releases(train=_Collect(train_metrics), evaluation=_Collect(evaluations)))

@@ -34,9 +34,9 @@ def _one(algorithm: str, setting: str, rounds: int, data_dir: str, client_states
   counter = runtime.TrafficCounter()
   seen = []
   with runtime.execution_context(1, traffic=counter), tempfile.TemporaryDirectory() as state_dir:
-    process = experiment.build_process(config, prepared, 1)
-    if client_states == "worker":
-      process = process_lib.with_worker_states(process, state_dir)
+    process = experiment.build_process(
+        config, prepared, 1,
+        worker_states=process_lib.WorkerStates(state_dir) if client_states == "worker" else None)
     seen.append(counter.snapshot())
     result = program_logic.train_process(process, prepared.clients, seed=1, rounds=rounds, eval_every=10**9,
                                          on_round=lambda *_: seen.append(counter.snapshot()))

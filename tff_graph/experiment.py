@@ -286,15 +286,24 @@ def privacy_metrics(config: ExperimentConfig, num_clients: int) -> Callable[[int
 
 
 def build_process(config: ExperimentConfig, prepared: cache.PreparedSetting, seed: int,
-                  components: Components = Components()) -> process_lib.GraphProcess:
-  """The algorithm's process for one seed of the experiment."""
+                  components: Components = Components(), *,
+                  worker_states: process_lib.WorkerStates | None = None) -> process_lib.GraphProcess:
+  """The algorithm's process for one seed of the experiment; with `worker_states`, one that keeps its
+  client states there (built once when the algorithm's builder passes `BuildContext.worker_states` on,
+  as the built-in ones do; rebuilt with `process.with_worker_states` when it does not)."""
   algo = components.algorithm or algorithms.get(config.algorithm)
   context = algorithms.BuildContext(
       model_fn=model_fn_of(config, prepared, components), input_spec=input_spec_of(config, prepared),
       training=config.training, init_seed=program_logic.init_seed(seed), num_clients=len(prepared.clients),
       model_aggregator=model_aggregator_of(config, components, seed), proximal_mu=config.proximal_mu,
-      thresholds=config.thresholds())
-  return algo.build(context)
+      thresholds=config.thresholds(), worker_states=worker_states)
+  process = algo.build(context)
+  if worker_states is None or process.worker_states == worker_states:
+    return process
+  if process.worker_states is None:
+    return process_lib.with_worker_states(process, worker_states.directory)
+  raise process_lib.ProcessError(f"algorithm {algo.name!r} built a process keeping its client states in "
+                                 f"{process.worker_states.directory}, not {worker_states.directory}")
 
 
 def parameter_counts(config: ExperimentConfig, prepared: cache.PreparedSetting,
@@ -390,10 +399,11 @@ def run_seed(prepared: cache.PreparedSetting, config: ExperimentConfig, seed: in
   state_manager = checkpoints.NpzProgramStateManager(folder / "checkpoints", keep_total=2)
   state_manager.remove_temporary_files()  # Left by a kill while saving.
   run = config.run
-  process = build_process(config, prepared, seed, components)
+  worker_states = None
   if client_states_of(folder, run.client_states) == "worker":
     (folder / "client_states").mkdir(exist_ok=True)
-    process = process_lib.with_worker_states(process, str((folder / "client_states").resolve()))
+    worker_states = process_lib.WorkerStates(str((folder / "client_states").resolve()))
+  process = build_process(config, prepared, seed, components, worker_states=worker_states)
   releases = program_logic.Releases(
       train=tff.program.CSVFileReleaseManager(str(folder / "train_metrics.csv"), key_fieldname="round"),
       evaluation=tff.program.CSVFileReleaseManager(str(folder / "eval_metrics.csv"), key_fieldname="round"),

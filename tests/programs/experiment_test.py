@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import types
 
 import numpy as np
 import pytest
@@ -183,3 +184,37 @@ def test_a_resumed_seed_keeps_its_client_states_where_its_checkpoints_put_them(t
   (seed / "client_states").mkdir()
   # Checkpoints holding references to state files: continue with them, whatever is configured now.
   assert experiment.client_states_of(seed, "driver") == "worker"
+
+
+def test_worker_held_states_are_built_once_by_the_builtin_builders_and_still_given_to_a_plugin(
+    mutag2, tmp_path, monkeypatch):
+  from tff_graph.federated import process as process_lib  # pylint: disable=g-import-not-at-top
+  # Every builder ends in process.build_process; recorded here instead of built (what is built with the
+  # states is worker_states_test's; here: which builds happen, with which states).
+  builds = []
+
+  def counting(**kwargs):
+    builds.append(kwargs.get("worker_states"))
+    return types.SimpleNamespace(worker_states=kwargs.get("worker_states"),
+                                 build_arguments={k: v for k, v in kwargs.items() if k != "worker_states"})
+
+  monkeypatch.setattr(process_lib, "build_process", counting)
+  states = process_lib.WorkerStates(str(tmp_path / "states"))
+  config = experiment_config("fedavg")
+  for name in ("local", "fedavg", "fedprox", "fedper", "fedsage", "fedstar", "gcfl", "gcfl_plus", "gcfl_plus_dws"):
+    builds.clear()
+    process = experiment.build_process(experiment_config(name), mutag2, 1, worker_states=states)
+    assert process.worker_states == states and builds == [states], name  # One build, with the states.
+  # A user's algorithm whose builder ignores BuildContext.worker_states: rebuilt once with them.
+  plugin = algorithms.AlgorithmSpec("mine", lambda c: process_lib.build_process(shared_parts=("gnn",), **c.common),
+                                    shared_parts=("gnn",))
+  builds.clear()
+  process = experiment.build_process(config, mutag2, 1, experiment.Components(algorithm=plugin),
+                                     worker_states=states)
+  assert process.worker_states == states and builds == [None, states]
+  # One that keeps them somewhere else is refused rather than silently used.
+  elsewhere = process_lib.WorkerStates(str(tmp_path / "other"))
+  stray = algorithms.AlgorithmSpec("stray", lambda c: process_lib.build_process(
+      shared_parts=("gnn",), worker_states=elsewhere, **c.common), shared_parts=("gnn",))
+  with pytest.raises(process_lib.ProcessError, match="other"):
+    experiment.build_process(config, mutag2, 1, experiment.Components(algorithm=stray), worker_states=states)

@@ -63,8 +63,8 @@ FEDPROX_MU = 0.01
 
 def build_fedavg(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec,
                  shared_parts: Sequence[str] = ("gnn",), training: cw.TrainingConfig = cw.TrainingConfig(),
-                 init_seed: int = 0,
-                 model_aggregator: process_lib.Aggregator | None = None) -> process_lib.GraphProcess:
+                 init_seed: int = 0, model_aggregator: process_lib.Aggregator | None = None,
+                 worker_states: process_lib.WorkerStates | None = None) -> process_lib.GraphProcess:
   """FedAvg of the model's `shared_parts` (default: the GIN layers, `gnn`).
 
   Args:
@@ -75,38 +75,42 @@ def build_fedavg(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec,
     init_seed: seed of the server's initial shared weights.
     model_aggregator: any `tff.aggregators` factory for the shared update (default
       `tff.aggregators.MeanFactory()`, weighted by train size).
+    worker_states: keep the client states in files where the clients run (`process.WorkerStates`;
+      default: the states travel with every call).
 
   Returns:
     A `GraphProcess` with the signatures of the module docstring.
   """
   return process_lib.build_process(model_fn=model_fn, input_spec=input_spec, shared_parts=shared_parts,
-                                   training=training, init_seed=init_seed, model_aggregator=model_aggregator)
+                                   training=training, init_seed=init_seed, model_aggregator=model_aggregator,
+                                   worker_states=worker_states)
 
 
 def build_fedprox(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec, proximal_mu: float = FEDPROX_MU,
                   shared_parts: Sequence[str] = ("gnn",), training: cw.TrainingConfig = cw.TrainingConfig(),
-                  init_seed: int = 0,
-                  model_aggregator: process_lib.Aggregator | None = None) -> process_lib.GraphProcess:
+                  init_seed: int = 0, model_aggregator: process_lib.Aggregator | None = None,
+                  worker_states: process_lib.WorkerStates | None = None) -> process_lib.GraphProcess:
   """FedProx: `build_fedavg` with the proximal term `proximal_mu` (default 0.01) in the local loss."""
   return build_fedavg(model_fn=model_fn, input_spec=input_spec, shared_parts=shared_parts,
                       training=dataclasses.replace(training, proximal_mu=proximal_mu), init_seed=init_seed,
-                      model_aggregator=model_aggregator)
+                      model_aggregator=model_aggregator, worker_states=worker_states)
 
 
 def build_fedper(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec,
                  shared_parts: Sequence[str] = ("gnn", "post"), training: cw.TrainingConfig = cw.TrainingConfig(),
-                 init_seed: int = 0,
-                 model_aggregator: process_lib.Aggregator | None = None) -> process_lib.GraphProcess:
+                 init_seed: int = 0, model_aggregator: process_lib.Aggregator | None = None,
+                 worker_states: process_lib.WorkerStates | None = None) -> process_lib.GraphProcess:
   """FedPer: `build_fedavg` sharing the body (`gnn` + `post`); input layer and head stay private."""
   return build_fedavg(model_fn=model_fn, input_spec=input_spec, shared_parts=shared_parts, training=training,
-                      init_seed=init_seed, model_aggregator=model_aggregator)
+                      init_seed=init_seed, model_aggregator=model_aggregator, worker_states=worker_states)
 
 
 def build_local(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec,
                 training: cw.TrainingConfig = cw.TrainingConfig(), init_seed: int = 0,
-                model_aggregator: process_lib.Aggregator | None = None) -> process_lib.GraphProcess:
+                model_aggregator: process_lib.Aggregator | None = None,
+                worker_states: process_lib.WorkerStates | None = None) -> process_lib.GraphProcess:
   """Local training (Self-train): the same process with nothing shared (`shared` is empty)."""
   if model_aggregator is not None:
     raise process_lib.ProcessError("local shares nothing: a model_aggregator has nothing to aggregate")
   return process_lib.build_process(model_fn=model_fn, input_spec=input_spec, shared_parts=(), training=training,
-                                   init_seed=init_seed)
+                                   init_seed=init_seed, worker_states=worker_states)

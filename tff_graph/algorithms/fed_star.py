@@ -18,7 +18,8 @@ from tff_graph.federated import process as process_lib
 def build_fedstar(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec,
                   shared_parts: Sequence[str] = ("structure_encoder",),
                   training: cw.TrainingConfig = cw.TrainingConfig(), init_seed: int = 0,
-                  model_aggregator: process_lib.Aggregator | None = None) -> process_lib.GraphProcess:
+                  model_aggregator: process_lib.Aggregator | None = None,
+                  worker_states: process_lib.WorkerStates | None = None) -> process_lib.GraphProcess:
   """FedStar: averages `shared_parts` (default the structure encoder) of a decoupled model.
 
   Args:
@@ -29,6 +30,8 @@ def build_fedstar(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec,
     training: local training hyper-parameters.
     init_seed: seed of the server's initial shared weights.
     model_aggregator: any `tff.aggregators` factory for the shared update (default weighted mean).
+    worker_states: keep the client states where the clients run (as `build_fedavg`).
   """
   return process_lib.build_process(model_fn=model_fn, input_spec=input_spec, shared_parts=shared_parts,
-                                   training=training, init_seed=init_seed, model_aggregator=model_aggregator)
+                                   training=training, init_seed=init_seed, model_aggregator=model_aggregator,
+                                   worker_states=worker_states)

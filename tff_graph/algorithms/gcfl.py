@@ -63,7 +63,8 @@ def build_clustered(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec, 
                     rule: cluster_rules.SplitRule, shared_parts: Sequence[str] = ("gnn",),
                     training: cw.TrainingConfig = cw.TrainingConfig(), init_seed: int = 0,
                     model_aggregator: process_lib.Aggregator | None = None,
-                    capacity: int | None = None) -> process_lib.GraphProcess:
+                    capacity: int | None = None,
+                    worker_states: process_lib.WorkerStates | None = None) -> process_lib.GraphProcess:
   """Cluster-wise FedAvg with any `SplitRule` (GCFL's builders are this with their rule).
 
   Args:
@@ -73,22 +74,26 @@ def build_clustered(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec, 
     model_aggregator: a `tff.aggregators` factory applied per cluster (default: exact weighted mean).
     capacity: cluster slots (default N, which a split never exceeds; fewer saves memory, and a split
       beyond them stops the run with an error).
+    worker_states: keep the client states where the clients run (as `build_fedavg`).
   """
   return process_lib.build_process(
       model_fn=model_fn, input_spec=input_spec, shared_parts=shared_parts, training=training,
       init_seed=init_seed, model_aggregator=model_aggregator,
-      clustering=process_lib.Clustering(rule=rule, num_clients=num_clients, capacity=capacity))
+      clustering=process_lib.Clustering(rule=rule, num_clients=num_clients, capacity=capacity),
+      worker_states=worker_states)
 
 
 def build_gcfl(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec, num_clients: int,
                thresholds: clustering.SplitThresholds = clustering.SplitThresholds(),
                shared_parts: Sequence[str] = ("gnn",), training: cw.TrainingConfig = cw.TrainingConfig(),
                init_seed: int = 0, model_aggregator: process_lib.Aggregator | None = None,
-               capacity: int | None = None) -> process_lib.GraphProcess:
+               capacity: int | None = None,
+               worker_states: process_lib.WorkerStates | None = None) -> process_lib.GraphProcess:
   """GCFL: splits on cosine similarity of the updates (see module docstring)."""
   return build_clustered(model_fn=model_fn, input_spec=input_spec, num_clients=num_clients,
                          rule=cluster_rules.CosineRule(thresholds), shared_parts=shared_parts, training=training,
-                         init_seed=init_seed, model_aggregator=model_aggregator, capacity=capacity)
+                         init_seed=init_seed, model_aggregator=model_aggregator, capacity=capacity,
+                         worker_states=worker_states)
 
 
 def build_gcfl_plus(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec, num_clients: int,
@@ -96,12 +101,13 @@ def build_gcfl_plus(*, model_fn: process_lib.ModelFn, input_spec: cw.InputSpec, 
                     sequence: str = "last_grad_norm", shared_parts: Sequence[str] = ("gnn",),
                     training: cw.TrainingConfig = cw.TrainingConfig(), init_seed: int = 0,
                     model_aggregator: process_lib.Aggregator | None = None,
-                    capacity: int | None = None) -> process_lib.GraphProcess:
+                    capacity: int | None = None,
+                    worker_states: process_lib.WorkerStates | None = None) -> process_lib.GraphProcess:
   """GCFL+: splits on DTW distances of per-client `sequence` values (see module docstring)."""
   return build_clustered(model_fn=model_fn, input_spec=input_spec, num_clients=num_clients,
                          rule=cluster_rules.SequenceDTWRule(thresholds, sequence=sequence),
                          shared_parts=shared_parts, training=training, init_seed=init_seed,
-                         model_aggregator=model_aggregator, capacity=capacity)
+                         model_aggregator=model_aggregator, capacity=capacity, worker_states=worker_states)
 
 
 def build_gcfl_plus_dws(**kwargs) -> process_lib.GraphProcess:

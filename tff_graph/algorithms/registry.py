@@ -51,6 +51,13 @@ class BuildContext:
     model_aggregator: a `tff.aggregators` factory, or None for the default.
     proximal_mu: the configured FedProx mu, or None (the algorithm's default).
     thresholds: GCFL's split thresholds for the setting.
+    worker_states: where the run keeps its client states (`process.WorkerStates`), or None (they travel
+      with every call). A builder that passes it on to `build_process` saves the experiment a second
+      build; one that ignores it still gets worker-held states (the experiment rebuilds the process
+      with `process.with_worker_states`).
+
+  `common` holds the arguments every built-in builder and `build_process` take (for a user's builder
+  too); `with_states` adds `worker_states`, which the built-in builders also take.
   """
 
   model_fn: process_lib.ModelFn
@@ -61,11 +68,16 @@ class BuildContext:
   model_aggregator: process_lib.Aggregator | None = None
   proximal_mu: float | None = None
   thresholds: clustering.SplitThresholds = clustering.SplitThresholds()
+  worker_states: process_lib.WorkerStates | None = None
 
   @property
   def common(self) -> dict:
     return dict(model_fn=self.model_fn, input_spec=self.input_spec, training=self.training,
                 init_seed=self.init_seed, model_aggregator=self.model_aggregator)
+
+  @property
+  def with_states(self) -> dict:
+    return dict(self.common, worker_states=self.worker_states)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +138,7 @@ def _mu(c: BuildContext) -> float:
 
 
 def _shared(parts):
-  return lambda build: (lambda c: build(shared_parts=parts, **c.common))
+  return lambda build: (lambda c: build(shared_parts=parts, **c.with_states))
 
 
 _GIN, _DEC = classifiers.GIN_MODEL, classifiers.DECOUPLED_MODEL
@@ -134,9 +146,10 @@ _ALL = ("structure_encoder", "feature_encoder", "fusion", "post")
 for _spec in [
     AlgorithmSpec("local", lambda c: fed_avg.build_local(model_fn=c.model_fn, input_spec=c.input_spec,
                                                          training=c.training, init_seed=c.init_seed,
-                                                         model_aggregator=c.model_aggregator)),
+                                                         model_aggregator=c.model_aggregator,
+                                                         worker_states=c.worker_states)),
     AlgorithmSpec("fedavg", _shared(("gnn",))(fed_avg.build_fedavg), shared_parts=("gnn",)),
-    AlgorithmSpec("fedprox", lambda c: fed_avg.build_fedprox(proximal_mu=_mu(c), **c.common),
+    AlgorithmSpec("fedprox", lambda c: fed_avg.build_fedprox(proximal_mu=_mu(c), **c.with_states),
                   shared_parts=("gnn",), options=frozenset({"proximal_mu"})),
     AlgorithmSpec("fedper", _shared(("gnn", "post"))(fed_avg.build_fedper), shared_parts=("gnn", "post")),
     AlgorithmSpec("fedsage", _shared(("gnn",))(fed_avg.build_fedavg), backbone="sage", shared_parts=("gnn",)),
@@ -146,13 +159,13 @@ for _spec in [
     AlgorithmSpec("fedstar_share_feature", _shared(("feature_encoder",))(fed_star.build_fedstar), model_kind=_DEC,
                   shared_parts=("feature_encoder",)),
     AlgorithmSpec("fedstar_share_all", _shared(_ALL)(fed_star.build_fedstar), model_kind=_DEC, shared_parts=_ALL),
-    AlgorithmSpec("gcfl", lambda c: gcfl.build_gcfl(num_clients=c.num_clients, thresholds=c.thresholds, **c.common),
+    AlgorithmSpec("gcfl", lambda c: gcfl.build_gcfl(num_clients=c.num_clients, thresholds=c.thresholds, **c.with_states),
                   shared_parts=("gnn",), options=frozenset({"clustering"})),
     AlgorithmSpec("gcfl_plus", lambda c: gcfl.build_gcfl_plus(num_clients=c.num_clients, thresholds=c.thresholds,
-                                                              **c.common),
+                                                              **c.with_states),
                   shared_parts=("gnn",), options=frozenset({"clustering", "sequence"})),
     AlgorithmSpec("gcfl_plus_dws", lambda c: gcfl.build_gcfl_plus_dws(num_clients=c.num_clients,
-                                                                      thresholds=c.thresholds, **c.common),
+                                                                      thresholds=c.thresholds, **c.with_states),
                   shared_parts=("gnn",), options=frozenset({"clustering", "sequence"})),
 ]:
   register(_spec)

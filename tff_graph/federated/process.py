@@ -607,7 +607,8 @@ def with_worker_states(process: GraphProcess, directory: str) -> GraphProcess:
 
   The process is composed again from the arguments it was built with, so any builder that returns
   `build_process(...)` gets this for free; the results are the same bit for bit (states are written
-  and read back exactly).
+  and read back exactly). Building it that way costs a second build: the built-in builders take
+  `worker_states=` directly (and `experiment.build_process` passes it), which this is the fallback for.
   """
   if process.build_arguments is None:
     raise ProcessError(f"{type(process).__name__} was not composed by build_process: cannot keep its client "
