@@ -34,6 +34,8 @@ _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where table.csv, table.md
 _DATA_DIR = flags.DEFINE_string("data_dir", None, f"TU data folder (default ${tu.DEFAULT_DATA_DIR_ENV}); "
                                 "needed for the parameter counts of the setting's widest client.")
 _CACHE_DIR = flags.DEFINE_string("cache_dir", None, "Prepared-data cache.")
+_SAME_SEEDS = flags.DEFINE_bool("same_seeds", False, "Only the seeds every row has finished (a fair "
+                                "comparison while runs are still going); default: each row's finished seeds.")
 
 
 def main(argv: list[str]) -> int:
@@ -41,6 +43,8 @@ def main(argv: list[str]) -> int:
     return 2
   try:
     loaded = results.load_results(_RUNS.value)
+    if _SAME_SEEDS.value:
+      loaded = results.same_seeds(loaded)
     config = loaded[0].config
     results.split_of(loaded)
     paper = anchors.lookup(_PAPER.value, config.setting) if _PAPER.value else None

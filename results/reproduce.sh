@@ -46,7 +46,7 @@ FEDSTAR_SEEDS=(1 2 3 4 5)
 GCFL_SEEDS=(10 42 79 111 123)
 
 # programs.tables over the folders given that exist.
-table() {  # table <paper> <output> <folder>...
+table() {  # [same_seeds=1] table <paper> <output> <folder>...  (same_seeds: rows over their common seeds)
   local paper=$1 out=$2; shift 2
   local have=()
   for f in "$@"; do
@@ -54,7 +54,7 @@ table() {  # table <paper> <output> <folder>...
   done
   [ ${#have[@]} -gt 0 ] || return 0
   local IFS=,
-  $PY -m programs.tables ${paper:+--paper="$paper"} --runs="${have[*]}" --output_dir="$out" "--data_dir=$DATA" \
+  $PY -m programs.tables ${paper:+--paper="$paper"} ${same_seeds:+--same_seeds} --runs="${have[*]}" --output_dir="$out" "--data_dir=$DATA" \
     > /dev/null || echo "note: no table for $out yet" >&2
 }
 
@@ -105,7 +105,7 @@ ablations() {  # FedStar on BIO-CHEM: what is shared, and which structure embedd
         --setting=biochem --seeds="$s"
     done
     # With the biochem table's local (for gains) and fedstar (structure shared, rw_dg) runs.
-    table fedstar "$OUT/biochem-ablations" $(for t in "${FEDSTAR_SEEDS[@]}"; do
+    same_seeds=1 table fedstar "$OUT/biochem-ablations" $(for t in "${FEDSTAR_SEEDS[@]}"; do
       echo "$RUNS/biochem/seed$t/local $RUNS/biochem/seed$t/fedstar $RUNS/biochem-ablations/seed$t/sharing"
       for emb in rw dg ones; do echo "$RUNS/biochem-ablations/seed$t/emb_$emb"; done; done)
   done
@@ -119,7 +119,7 @@ embeddings() {  # embeddings <setting>: FedStar with the structure embeddings be
       train_once "$RUNS/embeddings/$setting/seed$s/emb_$emb" --algorithm=fedstar --embedding_type="$emb" \
         --setting="$setting" --seeds="$s"
     done
-    table fedstar "$OUT/embeddings/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do
+    same_seeds=1 table fedstar "$OUT/embeddings/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do
       echo "$RUNS/$setting/seed$t/local $RUNS/$setting/seed$t/fedstar"
       for emb in lap spd rw_dg_lap; do echo "$RUNS/embeddings/$setting/seed$t/emb_$emb"; done; done)
   done
@@ -145,7 +145,7 @@ privacy() {  # privacy <setting>: FedStar with client-level DP on the shared str
     done
     train_once "$RUNS/privacy/$setting/seed$s/secagg" --algorithm=fedstar --secure_aggregation \
       --setting="$setting" --seeds="$s" "${split_flag[@]}"
-    table "" "$OUT/privacy/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do
+    same_seeds=1 table "" "$OUT/privacy/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do
       if [ "$setting" != chem ] || [ "${split_flag[*]:-}" != "" ]; then echo "$RUNS/privacy/$setting/seed$t/plain"
       else echo "$RUNS/$setting/seed$t/local $RUNS/$setting/seed$t/fedstar"; fi
       for z in 0 1 4 16; do echo "$RUNS/privacy/$setting/seed$t/dp_z$z"; done

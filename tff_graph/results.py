@@ -112,6 +112,20 @@ def load_results(folders: Sequence[str | pathlib.Path]) -> list[experiment.Exper
   return list(merged.values())
 
 
+def same_seeds(results: Sequence[experiment.ExperimentResult]) -> list[experiment.ExperimentResult]:
+  """`results` restricted to the seeds every one of them has finished, so that rows (and gains) compare
+  the same model seeds; a ResultsError if no seed is common to all."""
+  common = set.intersection(*({s.seed for s in r.seeds} for r in results))
+  if not common:
+    have = "; ".join(f"{row_label(r.config)}: {','.join(str(s.seed) for s in r.seeds)}" for r in results)
+    raise ResultsError(f"no seed is finished in every row ({have})")
+  kept = []
+  for r in results:
+    seeds = [s for s in r.seeds if s.seed in common]
+    kept.append(experiment.ExperimentResult(r.config.replace_seeds(s.seed for s in seeds), seeds))
+  return kept
+
+
 @dataclasses.dataclass(frozen=True)
 class ResultRow:
   label: str

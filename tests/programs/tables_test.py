@@ -99,6 +99,20 @@ def test_seeds_are_merged_and_aggregated_as_the_papers_do(two_seed_folders, muta
   assert (tmp_path / "table" / "per_client_fedstar_emb_rw.csv").is_file()
 
 
+def test_same_seeds_compares_every_row_on_the_seeds_all_have(two_seed_folders, mutag2):
+  loaded = results.load_results(two_seed_folders)
+  rows = {r.label: r for r in results.results_table(results.same_seeds(loaded), mutag2)}
+  # fedstar emb=rw has only seed 1: every row is cut to seed 1 (local: 0.8, 0.5 -> 65 ± 0; fedavg 70).
+  assert {r.seeds for r in rows.values()} == {(1,)}
+  assert rows["local"].mean == pytest.approx(65.0) and rows["local"].std == pytest.approx(0.0)
+  assert rows["fedavg"].mean == pytest.approx(70.0) and rows["gcfl"].best_mean == pytest.approx(75.0)
+  assert [len(r.seeds) for r in loaded] != [1] * len(loaded)  # The loaded results are not changed.
+  later = two_seed_folders[0].parent / "seed9" / "fedsage"
+  _run(later, "fedsage", 9, [0.5, 0.5])
+  with pytest.raises(results.ResultsError, match=r"no seed is finished in every row \(.*fedsage: 9"):
+    results.same_seeds(results.load_results(two_seed_folders + [later]))
+
+
 def test_private_runs_get_their_own_rows_with_the_epsilon_spent_and_a_plot(mutag2, tmp_path):
   for seed, accuracies in ((1, [0.8, 0.6]), (2, [0.6, 0.6])):
     _run(tmp_path / f"s{seed}" / "plain", "fedstar", seed, accuracies)
@@ -170,3 +184,7 @@ def test_tables_program(two_seed_folders, data_dir, cache_dir, tmp_path):
                        capture_output=True, text=True, timeout=300)
   assert bad.returncode == 2 and "no published numbers for gcfl:MUTAG:2" in bad.stderr
   assert not (tmp_path / "bad").exists()
+  fair = subprocess.run(cmd[:4] + [f"--output_dir={tmp_path / 'fair'}", "--same_seeds"] + cmd[5:], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert fair.returncode == 0, fair.stderr[-2000:]
+  assert "| local | 1 | 65.00 ± 0.00 |" in fair.stdout  # Cut to fedstar emb=rw's only seed.
