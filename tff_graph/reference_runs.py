@@ -1,0 +1,148 @@
+"""Per-client comparison with the papers' own code, run on its own split (`results/reference_code.sh`).
+
+With `--split=reference` every client has the same train/val/test graphs on both sides, so a per-client
+difference is a difference of the training, not of the data. The papers' programs write, per seed, a
+CSV indexed by client name with a `test_acc` column (`accuracy_<algorithm>_GC.csv`: FedStar's
+`accuracy_fedstar_rw_dg_GC.csv`, GCFL's `accuracy_<alg>_GC.csv`) and `stats_trainData.csv` with each
+client's `#graphs_test`. `load_reference` reads them from `<folder>/seed<s>/raw/<group>/`;
+`compare_clients` sets them beside the final test accuracy of a tff-graph run (`results.load_results`)
+on the seeds both have; `to_markdown` prints the table.
+
+The model seeds are the same numbers on both sides but not the same initial weights (PyTorch vs
+TensorFlow generators), so per client the spread over seeds on either side is the scale a difference
+has to exceed to mean something.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import pathlib
+import re
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from tff_graph import experiment
+
+
+class ReferenceError(ValueError):  # pylint: disable=redefined-builtin
+  """The reference output is missing, malformed, or does not match the run (one line, names the file)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceRuns:
+  accuracy: Mapping[int, Mapping[str, float]]  # seed -> client name -> final test accuracy (0..1)
+  test_graphs: Mapping[str, int]  # client name -> test graphs
+
+
+def _read_csv(path: pathlib.Path) -> list[dict[str, str]]:
+  try:
+    with path.open(newline="") as f:
+      rows = list(csv.reader(f))
+  except OSError as e:
+    raise ReferenceError(f"cannot read {path}: {e.strerror}") from None
+  if not rows or len(rows) < 2:
+    raise ReferenceError(f"{path} has no client rows")
+  header = rows[0]
+  return [dict(zip(["client"] + header[1:], r)) for r in rows[1:] if r]
+
+
+def _number(path: pathlib.Path, row: Mapping[str, str], column: str) -> float:
+  try:
+    return float(row[column])
+  except (KeyError, ValueError):
+    raise ReferenceError(f"{path}: client {row.get('client')!r} has no numeric {column!r}") from None
+
+
+def load_reference(folder: str | pathlib.Path, algorithm: str) -> ReferenceRuns:
+  """Every finished seed under `folder` (`seed<s>/raw/<group>/accuracy_<algorithm>_GC.csv`)."""
+  folder = pathlib.Path(folder)
+  accuracy: dict[int, dict[str, float]] = {}
+  test_graphs: dict[str, int] = {}
+  for seed_dir in sorted(folder.glob("seed*")):
+    m = re.fullmatch(r"seed(\d+)", seed_dir.name)
+    if not m:
+      continue
+    found = sorted(seed_dir.glob(f"raw/*/accuracy_{algorithm}_GC.csv"))
+    if not found:
+      continue  # Not finished (the reference writes its CSV at the end).
+    if len(found) > 1:
+      raise ReferenceError(f"{seed_dir} holds several {algorithm} results: {[str(p) for p in found]}")
+    path = found[0]
+    accuracy[int(m.group(1))] = {r["client"]: _number(path, r, "test_acc") for r in _read_csv(path)}
+    stats = path.parent / "stats_trainData.csv"
+    counts = {r["client"]: int(_number(stats, r, "#graphs_test")) for r in _read_csv(stats)}
+    if test_graphs and counts != test_graphs:
+      raise ReferenceError(f"{stats}: other test sets than the other seeds' (the reference split is fixed)")
+    test_graphs = counts
+  if not accuracy:
+    raise ReferenceError(f"no finished seed of {algorithm!r} under {folder} "
+                         f"(seed<s>/raw/<group>/accuracy_{algorithm}_GC.csv)")
+  for seed, acc in accuracy.items():
+    if set(acc) != set(test_graphs):
+      raise ReferenceError(f"seed {seed}: clients {sorted(acc)} differ from stats_trainData.csv's {sorted(test_graphs)}")
+  return ReferenceRuns(accuracy, test_graphs)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientComparison:
+  client: str  # tff-graph's client id
+  test_graphs: int
+  ours: tuple[float, ...]  # per common seed, %
+  theirs: tuple[float, ...]
+
+  @property
+  def diff(self) -> float:
+    return float(np.mean(self.ours) - np.mean(self.theirs))
+
+  @property
+  def diff_graphs(self) -> float:
+    """The difference in test graphs (a difference of one graph is 100 / test_graphs points)."""
+    return self.diff * self.test_graphs / 100
+
+
+def _their_name(client_id: str, names: Sequence[str]) -> str:
+  if client_id in names:
+    return client_id
+  bare = client_id.split("-", 1)[1] if re.match(r"\d+-", client_id) else client_id
+  if bare in names:
+    return bare
+  raise ReferenceError(f"client {client_id} has no counterpart in the reference output ({', '.join(names)})")
+
+
+def compare_clients(ours: experiment.ExperimentResult, theirs: ReferenceRuns
+                    ) -> tuple[tuple[int, ...], list[ClientComparison]]:
+  """(the common seeds, one row per client in our client order)."""
+  seeds = tuple(sorted({s.seed for s in ours.seeds} & set(theirs.accuracy)))
+  if not seeds:
+    raise ReferenceError(f"no seed is finished on both sides (ours {[s.seed for s in ours.seeds]}, "
+                         f"reference {sorted(theirs.accuracy)})")
+  by_seed = {s.seed: s for s in ours.seeds}
+  names = list(theirs.test_graphs)
+  clients = list(ours.seeds[0].final)
+  matched = {cid: _their_name(cid, names) for cid in clients}
+  if len(set(matched.values())) != len(matched) or len(matched) != len(names):
+    raise ReferenceError(f"clients do not pair one to one: ours {clients}, reference {names}")
+  rows = []
+  for cid in clients:
+    name = matched[cid]
+    rows.append(ClientComparison(
+        cid, theirs.test_graphs[name],
+        tuple(100 * by_seed[s].final[cid]["test_accuracy"] for s in seeds),
+        tuple(100 * theirs.accuracy[s][name] for s in seeds)))
+  return seeds, rows
+
+
+def to_markdown(seeds: Sequence[int], rows: Sequence[ClientComparison]) -> str:
+  def pm(v):
+    return f"{np.mean(v):.2f} ± {np.std(v):.2f}"
+  lines = [f"| client | test graphs | tff-graph (seeds {','.join(map(str, seeds))}) | papers' code | "
+           "difference | in test graphs |", "|---|---|---|---|---|---|"]
+  for r in rows:
+    lines.append(f"| {r.client} | {r.test_graphs} | {pm(r.ours)} | {pm(r.theirs)} | {r.diff:+.2f} | "
+                 f"{r.diff_graphs:+.1f} |")
+  ours = np.mean([np.mean(r.ours) for r in rows])
+  theirs = np.mean([np.mean(r.theirs) for r in rows])
+  lines.append(f"| average | | {ours:.2f} | {theirs:.2f} | {ours - theirs:+.2f} | |")
+  return "\n".join(lines)
