@@ -2,8 +2,9 @@
 # Runs the papers' own PyTorch code (../shared/reference/, set up by its setup.sh) on its own split for
 # the seeds of our tables, so that its per-client test accuracy can be set beside ours (issue 24 item 5).
 #
-#   bash results/reference_code.sh [piece ...]    pieces: fedstar-chem (FedStar repo, FedStar on CHEM,
-#                                                 seeds 1-5), gcfl-molecules (GCFL repo, its six
+#   bash results/reference_code.sh [piece ...]    pieces: fedstar-chem, selftrain-chem (FedStar repo,
+#                                                 FedStar / Self-train on CHEM, seeds 1-5; the repo runs
+#                                                 only these two), gcfl-molecules (GCFL repo, its six
 #                                                 algorithms on molecules = CHEM's 7 datasets, seeds 1-5)
 #
 # Resumable per seed: a seed whose output CSV exists is not run again (the reference code cannot resume
@@ -21,12 +22,13 @@ PY="$REFRUN/venv/bin/python"
 OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
 SEEDS=(1 2 3 4 5)
 
-fedstar_chem() {
+fedstar_repo() {  # fedstar_repo <piece> <alg> <result csv>: the FedStar repo's --alg on CHEM, seeds 1-5
+  local piece=$1 alg=$2 csv=$3
   for s in "${SEEDS[@]}"; do
-    local out="$OUT/fedstar-chem/seed$s"
-    if ls "$out"/raw/chem/*accuracy_fedstar_rw_dg_GC.csv > /dev/null 2>&1; then continue; fi
+    local out="$OUT/$piece/seed$s"
+    if ls "$out"/raw/chem/"$csv" > /dev/null 2>&1; then continue; fi
     mkdir -p "$out"
-    (cd "$REFRUN/fedstar" && "$PY" exps/main_multiDS.py --data_group chem --seed "$s" --alg fedstar --type_init rw_dg \
+    (cd "$REFRUN/fedstar" && "$PY" exps/main_multiDS.py --data_group chem --seed "$s" --alg "$alg" --type_init rw_dg \
       --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out") > "$out/log.txt" 2>&1
   done
 }
@@ -46,8 +48,9 @@ pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(fedstar-chem gcfl-molecules)
 for piece in "${pieces[@]}"; do
   case $piece in
-    fedstar-chem) fedstar_chem ;;
+    fedstar-chem) fedstar_repo fedstar-chem fedstar accuracy_fedstar_rw_dg_GC.csv ;;
+    selftrain-chem) fedstar_repo selftrain-chem selftrain accuracy_selftrain_GC.csv ;;
     gcfl-molecules) gcfl_molecules ;;
-    *) echo "error: unknown piece '$piece' (fedstar-chem, gcfl-molecules)" >&2; exit 2 ;;
+    *) echo "error: unknown piece '$piece' (fedstar-chem, selftrain-chem, gcfl-molecules)" >&2; exit 2 ;;
   esac
 done
