@@ -140,8 +140,8 @@ def to_markdown(seeds: Sequence[int], rows: Sequence[ClientComparison]) -> str:
   lines = [f"| client | test graphs | tff-graph (seeds {','.join(map(str, seeds))}) | papers' code | "
            "difference | in test graphs |", "|---|---|---|---|---|---|"]
   for r in rows:
-    lines.append(f"| {r.client} | {r.test_graphs} | {pm(r.ours)} | {pm(r.theirs)} | {r.diff:+.2f} | "
-                 f"{r.diff_graphs:+.1f} |")
+    lines.append(f"| {r.client} | {r.test_graphs} | {pm(r.ours)} | {pm(r.theirs)} | {round(r.diff, 2) + 0.0:+.2f} | "
+                 f"{round(r.diff_graphs, 1) + 0.0:+.1f} |")  # (+ 0.0: no "-0.00" for a rounding residue)
   ours = np.mean([np.mean(r.ours) for r in rows])
   theirs = np.mean([np.mean(r.theirs) for r in rows])
   lines.append(f"| average | | {ours:.2f} | {theirs:.2f} | {ours - theirs:+.2f} | |")
