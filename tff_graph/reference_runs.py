@@ -42,7 +42,7 @@ def _read_csv(path: pathlib.Path) -> list[dict[str, str]]:
       rows = list(csv.reader(f))
   except OSError as e:
     raise ReferenceError(f"cannot read {path}: {e.strerror}") from None
-  if not rows or len(rows) < 2:
+  if len(rows) < 2:
     raise ReferenceError(f"{path} has no client rows")
   header = rows[0]
   return [dict(zip(["client"] + header[1:], r)) for r in rows[1:] if r]
