@@ -125,6 +125,9 @@ def main() -> int:
   p.add_argument("--pairs", type=int, default=3, help="Measured A/B pairs per job (after one warm-up pair).")
   p.add_argument("--rounds", type=int, default=30)
   p.add_argument("--rounds_sn", type=int, default=3)
+  p.add_argument("--warmup_rounds", type=int, default=None,
+                 help="Rounds of the warm-up pair (default: --rounds / --rounds_sn). It only warms the caches "
+                      "(data, PyG's processed/, the page cache) and is not measured, so a few rounds suffice.")
   p.add_argument("--data_dir", default=os.environ.get("TFF_GRAPH_DATA", str(REPO.parent / "shared/data/TUDataset")))
   p.add_argument("--cache_dir", default=None, help="tff-graph's prepared-data cache (default: a warm one in /tmp).")
   p.add_argument("--threads", type=int, default=None, help="OMP/TF intra-op threads for both (default: theirs).")
@@ -132,8 +135,8 @@ def main() -> int:
   if not (REFRUN / "venv" / "bin" / "python").exists():
     print(f"error: the reference is not set up at {REFRUN} (bash ../shared/reference/setup.sh)", file=sys.stderr)
     return 2
-  if args.pairs < 1 or args.rounds < 1:
-    print("error: --pairs and --rounds must be >= 1", file=sys.stderr)
+  if args.pairs < 1 or args.rounds < 1 or args.rounds_sn < 1 or (args.warmup_rounds is not None and args.warmup_rounds < 1):
+    print("error: --pairs, --rounds, --rounds_sn and --warmup_rounds must be >= 1", file=sys.stderr)
     return 2
   args.cache_dir = args.cache_dir or str(pathlib.Path(tempfile.gettempdir()) / "tff_graph_vs_reference_cache")
   env = {**os.environ, "PYTHONPATH": str(REPO), "REFRUN_SELFTRAIN_EPOCHS": os.environ.get("REFRUN_SELFTRAIN_EPOCHS", "")}
@@ -143,14 +146,17 @@ def main() -> int:
     env.update(OMP_NUM_THREADS=str(args.threads), TF_NUM_INTRAOP_THREADS=str(args.threads))
   print(common.machine())
   print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; rounds {args.rounds} (SN {args.rounds_sn}); "
-        f"{args.pairs} pairs after 1 warm-up pair; load average {os.getloadavg()[0]:.2f}")
+        f"{args.pairs} pairs after 1 warm-up pair ({args.warmup_rounds or 'same'} rounds); load average {os.getloadavg()[0]:.2f}")
   for job in args.jobs:
     runs = {"ours": [], "theirs": []}
     for i in range(args.pairs + 1):
       for system, make in (("ours", _ours), ("theirs", _theirs)):
         out = pathlib.Path(tempfile.mkdtemp(prefix=f"vsref-{system}-"))
         try:
-          cmd, cwd = make(job, out / "run", args)
+          run_args = args
+          if i == 0 and args.warmup_rounds:
+            run_args = argparse.Namespace(**{**vars(args), "rounds": args.warmup_rounds, "rounds_sn": args.warmup_rounds})
+          cmd, cwd = make(job, out / "run", run_args)
           m = measure(cmd, cwd, env)
         finally:
           shutil.rmtree(out, ignore_errors=True)

@@ -40,6 +40,9 @@ class _Serving(tf.Module):
     self._feature_dim = feature_dim
     self._num_classes = num_classes
 
+  # One traced function shared by both signatures: the model's forward pass is traced (and stored in
+  # the SavedModel) once, not once per signature.
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
   def _probabilities(self, examples: tf.Tensor) -> tf.Tensor:
     spec = self._input_spec
     graph = gt.parse_batch(examples, feature_dim=self._feature_dim, padded_feature_dim=spec.feature_dim,
