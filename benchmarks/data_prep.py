@@ -33,9 +33,9 @@ def _one(name: str, data_dir: str) -> dict:
   x, kind = features.node_features(data)
   prepared = PreparedDataset(data=data, features=x, feature_kind=kind, rwse=rw, dse=dg)
   with tempfile.TemporaryDirectory() as tmp:
-    n = graph_tensor.write_tfrecord(os.path.join(tmp, "all.tfrecord.gz"),
+    n = graph_tensor.write_tfrecord(os.path.join(tmp, "all.tfrecord"),
                                     (prepared.encode(g) for g in range(data.num_graphs)))
-    size = os.path.getsize(os.path.join(tmp, "all.tfrecord.gz"))
+    size = os.path.getsize(os.path.join(tmp, "all.tfrecord"))
   t3 = time.perf_counter()
   return {"dataset": name, "graphs": n, "parse_s": t1 - t0, "embed_s": t2 - t1, "write_s": t3 - t2,
           "tfrecord_mib": size / 2**20, "peak_gib": common.peak_rss_gib()}

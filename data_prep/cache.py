@@ -5,11 +5,12 @@ Two cache levels under `cache_dir` (argument, else $TFF_GRAPH_CACHE, else ~/.cac
 * `datasets/<NAME>-<key>.npz`: the parsed dataset plus its RWSE (parsing COLLAB and the RWSE of DD
   take seconds; they are done once per dataset, not once per setting).
 * `settings/<setting>-seed<seed>-<key>/`: `manifest.json`, `<NAME>.schema.pbtxt` per dataset and
-  `<client_id>/{train,val,test}.tfrecord.gz`.
+  `<client_id>/{train,val,test}.tfrecord` (uncompressed: every client re-reads its files every round, and
+  inflating them cost ~5 % of a FedStar CHEM round; the page cache keeps them in memory).
 
 A key hashes what the files depend on: the source's content fingerprint (the zip members' CRC-32s, a
 SHA-1 of a folder's files, or of an in-memory dataset's arrays), n_rw, n_dg, the split kind and seed,
-the feature options and `FORMAT_VERSION`. A current cache is reused; anything is first written under a
+the feature options and `FORMAT_VERSION` (datasets) / `SETTING_FORMAT_VERSION` (settings). A current cache is reused; anything is first written under a
 temporary name in the same folder and renamed into place only when complete, so an error or a kill
 never leaves a half-written cache that looks current.
 """
@@ -37,6 +38,7 @@ from data_prep import structure
 from data_prep import tu
 
 FORMAT_VERSION = 2
+SETTING_FORMAT_VERSION = 3  # 3: uncompressed TFRecords (2: GZIP).
 CACHE_DIR_ENV = "TFF_GRAPH_CACHE"
 SPLITS = ("train", "val", "test")
 
@@ -71,7 +73,7 @@ def _verify(root: pathlib.Path) -> str | None:
     info = json.loads((root / "manifest.json").read_text())
   except (OSError, ValueError) as e:
     return f"manifest.json unreadable ({e})"
-  if info.get("format_version") != FORMAT_VERSION or "checksums" not in info:
+  if info.get("format_version") != SETTING_FORMAT_VERSION or "checksums" not in info:
     return "written by another version"
   for rel, (size, digest) in info["checksums"].items():
     path = root / rel
@@ -328,7 +330,7 @@ def prepare_setting(setting: partition.Setting | str, *,
   needs_dir = [n for n in setting.datasets if n not in given]
   source = tu.resolve_data_dir(data_dir) if needs_dir or data_dir is not None else None
   fingerprints = {n: _fingerprint(n, source, given.get(n)) for n in setting.datasets}
-  key = _key(FORMAT_VERSION, setting.name, dataclasses.asdict(setting), seed, n_rw, n_dg, split, node_features,
+  key = _key(SETTING_FORMAT_VERSION, setting.name, dataclasses.asdict(setting), seed, n_rw, n_dg, split, node_features,
              standardize_attributes, fingerprints, *([n_lap, n_spd] if n_lap or n_spd else []))
   safe = re.sub(r"[^A-Za-z0-9_\-.]+", "_", setting.name.replace("@", "_k"))[:80]
   root = resolve_cache_dir(cache_dir) / "settings" / f"{safe}-seed{seed}-{key}"
@@ -385,7 +387,7 @@ def _write_setting(setting: partition.Setting, root: pathlib.Path, *, source: pa
       (tmp / client.client_id).mkdir()
       files, sizes = {}, {}
       for part in SPLITS:
-        rel = f"{client.client_id}/{part}.tfrecord.gz"
+        rel = f"{client.client_id}/{part}.tfrecord"
         idx = getattr(client, part)
         sizes[part] = graph_tensor.write_tfrecord(tmp / rel, (ds.encode(int(g), scale) for g in idx))
         files[part] = rel
@@ -401,7 +403,7 @@ def _write_setting(setting: partition.Setting, root: pathlib.Path, *, source: pa
           "graph_indices": {p: getattr(client, p).tolist() for p in SPLITS},
       })
     (tmp / "manifest.json").write_text(json.dumps({
-        "format_version": FORMAT_VERSION, "setting": setting.name, "parts": dataclasses.asdict(setting)["parts"],
+        "format_version": SETTING_FORMAT_VERSION, "setting": setting.name, "parts": dataclasses.asdict(setting)["parts"],
         "tiny": setting.tiny, "split": split, "seed": seed, "n_rw": n_rw, "n_dg": n_dg, "n_lap": n_lap,
         "n_spd": n_spd,
         "node_features": node_features, "standardize_attributes": standardize_attributes,

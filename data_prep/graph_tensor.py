@@ -96,9 +96,9 @@ def encode_graph(*, features: np.ndarray, rwse: np.ndarray, dse: np.ndarray, edg
 
 
 def write_tfrecord(path: str | pathlib.Path, examples: Iterable[bytes]) -> int:
-  """Writes serialized examples (GZIP-compressed TFRecord); returns the count."""
+  """Writes serialized examples (an uncompressed TFRecord file); returns the count."""
   count = 0
-  with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+  with tf.io.TFRecordWriter(str(path)) as writer:
     for example in examples:
       writer.write(example)
       count += 1
@@ -213,7 +213,7 @@ def read_serialized_batches(path: str | tf.Tensor, *, batch_size: int,
   per pipeline, more than reading a client's few batches. So the pipeline has no user function (the
   caller parses each batch in its own loop body, see `read_batches`) and no rewrites or autotuning.
   """
-  ds = tf.data.TFRecordDataset(path, compression_type="GZIP")
+  ds = tf.data.TFRecordDataset(path)
   if shuffle_seed is not None:
     ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed)
   options = tf.data.Options()

@@ -18,7 +18,7 @@ from tests.conftest import write_tu
 
 
 def _read(path, spec):
-  return tf.data.TFRecordDataset(str(path), compression_type="GZIP").map(lambda x: tfgnn.parse_single_example(spec, x))
+  return tf.data.TFRecordDataset(str(path)).map(lambda x: tfgnn.parse_single_example(spec, x))
 
 def _fake_mutag(folder, graphs: int = 40, broken: bool = False):
   """A TU-format dataset named MUTAG: `graphs` paths of 3 nodes, alternating labels."""

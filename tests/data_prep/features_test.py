@@ -95,7 +95,7 @@ def test_attributes_are_standardised_with_each_clients_training_graphs_only(data
     means.append(mean)
 
     def features_of(part):
-      rows = [r.numpy() for r in tf.data.TFRecordDataset(c.files[part], compression_type="GZIP")]
+      rows = [r.numpy() for r in tf.data.TFRecordDataset(c.files[part])]
       graph = gt.parse_batch(tf.constant(rows), feature_dim=2, padded_feature_dim=2, n_rw=16, n_dg=16)
       return graph.node_sets[gt.NODES][gt.FEATURES].numpy()
 

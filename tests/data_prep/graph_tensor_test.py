@@ -23,7 +23,7 @@ def _spec():
 
 def _read(path, spec=None):
   spec = spec or _spec()
-  return tf.data.TFRecordDataset(str(path), compression_type="GZIP").map(lambda s: tfgnn.parse_single_example(spec, s))
+  return tf.data.TFRecordDataset(str(path)).map(lambda s: tfgnn.parse_single_example(spec, s))
 
 
 def test_encoding_equals_tfgnn_write_example():
@@ -39,7 +39,7 @@ def test_encoding_equals_tfgnn_write_example():
 
 def test_tfrecord_round_trip_is_exact(tmp_path):
   graphs = [_graph_arrays(seed, n=5 + seed) for seed in range(3)]
-  path = tmp_path / "g.tfrecord.gz"
+  path = tmp_path / "g.tfrecord"
   assert gt.write_tfrecord(path, (gt.encode_graph(**g) for g in graphs)) == 3
   back = list(_read(path))
   for g, t in zip(graphs, back):
@@ -69,7 +69,7 @@ def test_parse_batch_equals_tfgnn_parse_and_pads(tmp_path):
     np.testing.assert_array_equal(getattr(got.edge_sets[gt.EDGES].adjacency, end),
                                   getattr(expected.edge_sets[gt.EDGES].adjacency, end))
   np.testing.assert_array_equal(got.context[gt.LABEL], expected.context[gt.LABEL])
-  path = tmp_path / "g.tfrecord.gz"
+  path = tmp_path / "g.tfrecord"
   gt.write_tfrecord(path, serialized.numpy().tolist())
   batches = [gt.parse_batch(s, feature_dim=3, padded_feature_dim=3, n_rw=4, n_dg=2)
              for s in gt.read_serialized_batches(str(path), batch_size=2)]

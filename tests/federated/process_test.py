@@ -120,7 +120,7 @@ def test_zero_padded_features_and_masked_logits_equal_the_unpadded_model(chem_ti
     value = b.numpy()
     value[tuple(slice(0, n) for n in a.shape)] = a.numpy()
     b.assign(value)
-  examples = [r.numpy() for r in tf.data.TFRecordDataset(client.files["train"], compression_type="GZIP")]
+  examples = [r.numpy() for r in tf.data.TFRecordDataset(client.files["train"])]
   narrow = gt.parse_batch(tf.constant(examples), feature_dim=7, padded_feature_dim=7, n_rw=16, n_dg=16)
   padded = gt.parse_batch(tf.constant(examples), feature_dim=7, padded_feature_dim=53, n_rw=16, n_dg=16)
   expected = small(narrow, training=False)

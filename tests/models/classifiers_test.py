@@ -156,7 +156,7 @@ def test_models_learn_mutag(mutag, kind):
 def test_saved_model_predicts_like_the_model(mutag, tmp_path, spec):
   client, graph_spec = mutag
   model = models.build_model(spec, seed=3)
-  examples = [r.numpy() for r in tf.data.TFRecordDataset(client.files["test"], compression_type="GZIP")]
+  examples = [r.numpy() for r in tf.data.TFRecordDataset(client.files["test"])]
   graph = tfgnn.parse_example(graph_spec, tf.constant(examples)).merge_batch_to_components()
   expected = tf.nn.softmax(model(graph, training=False)).numpy()
   path = models.export_saved_model(model, tmp_path / "client0")

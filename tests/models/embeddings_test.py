@@ -26,7 +26,7 @@ def test_the_prepared_graphs_carry_the_laplacian_pe_of_their_dataset(lap_setting
   ds = cache.load_dataset("MUTAG", data_dir=data_dir, cache_dir=cache_dir)
   expected = structure.laplacian_pe(ds.data, 8)
   c = prepared.clients[0]
-  rows = [r.numpy() for r in tf.data.TFRecordDataset(c.files["train"], compression_type="GZIP")][:5]
+  rows = [r.numpy() for r in tf.data.TFRecordDataset(c.files["train"])][:5]
   graph = gt.parse_batch(tf.constant(rows), feature_dim=c.feature_dim, padded_feature_dim=c.feature_dim, n_rw=16,
                          n_dg=16, n_lap=8)
   nodes = ds.node_indices(np.asarray(c.graph_indices["train"][:5]))
@@ -64,7 +64,7 @@ def test_an_spd_model_trains_and_its_export_reads_the_stored_histograms(tff_cont
   result = experiment.run_experiment(config, prepared, tmp_path / "run")
   assert set(result.seeds[0].final) == {"0-MUTAG", "1-MUTAG"}
   c = prepared.clients[0]
-  examples = [r.numpy() for r in tf.data.TFRecordDataset(c.files["test"], compression_type="GZIP")]
+  examples = [r.numpy() for r in tf.data.TFRecordDataset(c.files["test"])]
   loaded = tf.saved_model.load(str(tmp_path / "run" / "seed_1" / "models" / c.client_id))
   out = loaded.signatures["score_each"](examples=tf.constant(examples))
   assert out["valid"].numpy().all() and np.isfinite(out["probabilities"].numpy()).all()

@@ -69,7 +69,7 @@ def test_saved_models_predict_like_the_final_client_models(tff_context, chem_tin
   process = experiment.build_process(config, chem_tiny, 1)
   result = program_logic.train_process(process, chem_tiny.clients, seed=1, rounds=2)
   for i, c in enumerate(chem_tiny.clients[:3]):
-    examples = [r.numpy() for r in tf.data.TFRecordDataset(c.files["test"], compression_type="GZIP")]
+    examples = [r.numpy() for r in tf.data.TFRecordDataset(c.files["test"])]
     got = export.predict_saved_model(tmp_path / "run" / "seed_1" / "models" / c.client_id, examples).numpy()
     assert got.shape == (len(examples), c.num_classes)
     model = process.client_model(result.state.server_state, result.state.client_states[i], i)

@@ -53,12 +53,12 @@ def _one_line_error(proc, *parts):
 
 def test_a_truncated_cached_split_is_rebuilt_not_reported_as_a_worker_failure(data_dir, tmp_path, caplog):
   first = cache.prepare_setting("MUTAG:2", data_dir=data_dir, cache_dir=tmp_path)
-  target = first.root / "0-MUTAG" / "train.tfrecord.gz"
+  target = first.root / "0-MUTAG" / "train.tfrecord"
   good = target.read_bytes()
   target.write_bytes(good[: len(good) // 2])
   again = _program("data_stats", "--setting=MUTAG:2", f"--data_dir={data_dir}", f"--cache_dir={tmp_path}")
   assert again.returncode == 0, again.stderr[-2000:]  # As a user sees it: a warning, then the statistics.
-  assert f"cache entry {first.root} is corrupt (0-MUTAG/train.tfrecord.gz has" in again.stderr
+  assert f"cache entry {first.root} is corrupt (0-MUTAG/train.tfrecord has" in again.stderr
   assert "rebuilt" in again.stderr and "0-MUTAG" in again.stdout
   assert target.read_bytes() == good  # Rebuilt from the source, identically.
   target.write_bytes(good[:-4] + b"\x00\x00\x00\x00")  # Same size, other bytes: the checksum catches it.
@@ -252,8 +252,7 @@ def exported(data_dir, cache_dir, tmp_path_factory):
   model = classifiers.build_model(classifiers.ModelSpec(kind="decoupled", feature_dim=7, num_classes=2), seed=3)
   path = export.export_saved_model(model, tmp_path_factory.mktemp("model") / "m",
                                    input_spec=cw.InputSpec(feature_dim=7, num_classes=2))
-  examples = [r.numpy() for r in tf.data.TFRecordDataset(prepared.clients[0].files["test"],
-                                                         compression_type="GZIP")][:5]
+  examples = [r.numpy() for r in tf.data.TFRecordDataset(prepared.clients[0].files["test"])][:5]
   return tf.saved_model.load(str(path)), examples
 
 
