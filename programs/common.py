@@ -11,6 +11,7 @@ import importlib
 import os
 import pathlib
 import sys
+from typing import Any, Callable
 
 
 from absl import flags
@@ -85,6 +86,13 @@ def define_experiment_flags() -> None:
       "local:N = N local workers, started and stopped by this program; host:port,host:port = workers "
       "already running (started with `python -m programs.workers`, see README). Not part of the run's "
       "configuration: a run may be resumed on other workers.")
+  flags.DEFINE_float(
+      "stall_timeout", 1800.0, "Seconds one call to a worker may go unanswered before the run counts it as "
+      "stalled (a rare TensorFlow deadlock, tff_graph/runtime.py): local workers are then restarted and the "
+      "run resumes from its last checkpoint (at most --stall_restarts times); with --workers=host:port the "
+      "run stops with an error instead. 0 = wait for ever.", lower_bound=0.0)
+  flags.DEFINE_integer("stall_restarts", 3, "Restarts after stalled workers before the run gives up.",
+                       lower_bound=0)
 
 
 def start(argv: list[str]) -> bool:
@@ -135,7 +143,29 @@ def workers() -> int | list[str]:
 
 def execution_context(folder: str):
   """The TFF context of a program run: `--workers`, local workers logging beside the run."""
-  return runtime.execution_context(workers(), log_path=worker_log(folder))
+  return runtime.execution_context(workers(), log_path=worker_log(folder),
+                                   stall_timeout=FLAGS.stall_timeout or None)
+
+
+def run_restarting(folder: str, run: Callable[[bool], Any], *, context=None, restarts: int | None = None) -> Any:
+  """`run(first)` inside a fresh execution context; after `WorkerStalled` on local workers, again in a
+  new context (`first=False`: the run resumes from its checkpoints, so it must not overwrite them), at
+  most `restarts` times (default --stall_restarts). Other errors, and stalls of remote workers, go up."""
+  context = context or execution_context
+  restarts = FLAGS.stall_restarts if restarts is None else restarts
+  attempt = 0
+  while True:
+    try:
+      with context(folder):
+        return run(attempt == 0)
+    except runtime.WorkerStalled as e:
+      if attempt >= restarts or not isinstance(workers(), int):
+        raise
+      attempt += 1
+      logging.warning("%s; restarting the workers and resuming from the last checkpoint (restart %d of %d)",
+                      e, attempt, restarts)
+      print(f"warning: {e}; restarting the workers and resuming from the last checkpoint (restart {attempt} of "
+            f"{restarts})", file=sys.stderr)
 
 
 def check_algorithm(name: str) -> str:

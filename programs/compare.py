@@ -47,12 +47,18 @@ def main(argv: list[str]) -> int:
   except (common.UsageError, experiment.RunFolderError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  results = []
+  done: dict[str, object] = {}
+
+  def run_all(first: bool) -> list:  # After a restart: finished algorithms load, the others resume.
+    for c in configs:
+      if c.algorithm not in done:
+        done[c.algorithm] = experiment.run_experiment(
+            c, prepared, root / c.algorithm, overwrite=common.overwrite() and first, allow_finished=True,
+            progress=common.progress_line)
+    return [done[c.algorithm] for c in configs]
+
   try:
-    with common.execution_context(str(root)):
-      for c in configs:
-        results.append(experiment.run_experiment(c, prepared, root / c.algorithm, overwrite=common.overwrite(),
-                                                 allow_finished=True, progress=common.progress_line))
+    results = common.run_restarting(str(root), run_all)
   except common.RUN_ERRORS as e:
     return common.report_run_error(e)
   common.end_progress()

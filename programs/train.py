@@ -44,9 +44,8 @@ def main(argv: list[str]) -> int:
     print(f"error: {e}", file=sys.stderr)
     return 2
   try:
-    with common.execution_context(folder):
-      result = experiment.run_experiment(config, prepared, folder, overwrite=common.overwrite(),
-                                         progress=common.progress_line)
+    result = common.run_restarting(folder, lambda first: experiment.run_experiment(
+        config, prepared, folder, overwrite=common.overwrite() and first, progress=common.progress_line))
   except common.RUN_ERRORS as e:
     return common.report_run_error(e)
   common.end_progress()

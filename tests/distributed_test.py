@@ -104,10 +104,10 @@ def _launch(ports, log_dir):
   return launcher
 
 
-def _train(data_dir, cache_dir, output, workers, **kwargs):
+def _train(data_dir, cache_dir, output, workers, *extra, **kwargs):
   cmd = [sys.executable, "-m", "programs.train", "--algorithm=fedstar", "--setting=MUTAG:3", "--rounds=8",
          "--seeds=1", "--checkpoint_every=2", f"--data_dir={data_dir}", f"--cache_dir={cache_dir}",
-         f"--output_dir={output}"] + ([f"--workers={workers}"] if workers else [])
+         f"--output_dir={output}"] + ([f"--workers={workers}"] if workers else []) + list(extra)
   return subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           **kwargs)
 
@@ -165,6 +165,52 @@ def test_lost_worker_stops_the_run_with_a_clear_error_and_the_run_resumes(data_d
   assert rounds == [str(r) for r in range(1, 9)]
   time.sleep(1)
   assert not _port_workers(ports + first_ports), "a worker outlived the launcher"
+
+
+def test_a_call_left_unanswered_is_a_stall_that_stops_the_worker():
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+  @tff.tensorflow.computation(np.int64)
+  def spin(n):  # Counts to n: for n = 10**15, hours.
+    return tf.while_loop(lambda i: i < n, lambda i: i + 1, [tf.constant(0, tf.int64)])[0]
+
+  with pytest.raises(runtime.WorkerStalled, match="no answer to .* for [0-9]+s .stall timeout 2s"):
+    with runtime.execution_context(1, stall_timeout=2.0):
+      assert spin(np.int64(1000)) == 1000  # A call that answers within the timeout is no stall.
+      workers = _child_workers()
+      assert len(workers) == 1
+      start = time.monotonic()
+      spin(np.int64(10**15))
+  assert time.monotonic() - start < 30
+  time.sleep(0.5)
+  assert not _child_workers()  # The stuck worker was stopped.
+
+
+def test_a_stalled_worker_is_restarted_and_the_run_resumes_exactly(data_dir, cache_dir, tmp_path):
+  reference = _train(data_dir, cache_dir, tmp_path / "single", None)
+  out, err = reference.communicate(timeout=600)
+  assert reference.returncode == 0, err[-2000:]
+  run = _train(data_dir, cache_dir, tmp_path / "run", None, "--stall_timeout=4")
+  try:
+    checkpoint = tmp_path / "run" / "seed_1" / "checkpoints" / "program_state_4.npz"
+    deadline = time.monotonic() + 300
+    while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
+      time.sleep(0.05)
+    assert checkpoint.exists() and run.poll() is None, "run ended before its worker could be stopped"
+    stuck = subprocess.run(["pgrep", "-P", str(run.pid), "-f", "worker_binary"], capture_output=True,
+                           text=True).stdout.split()
+    assert len(stuck) == 1
+    os.kill(int(stuck[0]), signal.SIGSTOP)  # Alive but silent, as in TensorFlow's deadlock.
+    out, err = run.communicate(timeout=600)
+  finally:
+    if run.poll() is None:
+      run.kill()
+  assert run.returncode == 0, err[-2000:]
+  assert "stall timeout 4s" in err and "restarting the workers and resuming from the last checkpoint" in err
+  assert not os.path.exists(f"/proc/{stuck[0]}") or "(Z)" in open(f"/proc/{stuck[0]}/stat").read()
+  # Resumed from its checkpoint: the same results as the run that never stalled, to the bit.
+  for name in ("final.json", "eval_metrics.csv"):
+    assert (tmp_path / "run" / "seed_1" / name).read_bytes() == (tmp_path / "single" / "seed_1" / name).read_bytes()
 
 
 def test_a_worker_that_refuses_a_computation_is_not_a_lost_worker():

@@ -20,6 +20,13 @@ TFF's contexts retry a call forever when a worker is unreachable (its `Retryable
 a worker that dies or becomes unreachable mid-call raises `WorkerError` naming it, so a program stops
 with a clear error (and resumes from its last checkpoint when rerun) instead of hanging.
 
+A worker can also stop answering while alive: TensorFlow 2.14 deadlocks, rarely, when several client
+calls destroy tf.data iterators at once (threads wait forever in `~ProcessFunctionLibraryRuntime`
+from `IteratorResource`'s destructor; seen once in ~5,000 client calls of a GCFL run on molecules,
+2026-12-02). With `stall_timeout`, a `StallGuard` watches every call to the workers; one that gets no
+answer within the timeout stops the local workers and cancels the calls, raising `WorkerStalled`, and
+the programs start new workers and resume from the last checkpoint (exact, as any resume).
+
 It is built on TFF's own engine: the C++ `worker_binary` executor service and `RemoteExecutor`.
 """
 
@@ -31,6 +38,7 @@ import os
 import pathlib
 import signal
 import subprocess
+import threading
 import time
 from typing import Iterator, Sequence
 
@@ -54,6 +62,10 @@ _PR_SET_PDEATHSIG = 1
 
 class WorkerError(RuntimeError):
   """A TFF worker could not be started or stopped answering."""
+
+
+class WorkerStalled(WorkerError):
+  """A call to a worker got no answer within the stall timeout; the workers were stopped."""
 
 
 class ComputationError(RuntimeError):
@@ -149,7 +161,7 @@ def wait_ready(stub: tff.framework.RemoteExecutorGrpcStub, address: str,
 class _FailFastAsyncContext(tff.framework.AsyncExecutionContext):
   """TFF's async context on one worker, minus its endless retry of unreachable workers."""
 
-  def __init__(self, stub: tff.framework.RemoteExecutorGrpcStub, address: str):
+  def __init__(self, stub: tff.framework.RemoteExecutorGrpcStub, address: str, guard: StallGuard | None = None):
     def stack_fn(cardinalities):
       if cardinalities.get(tff.CLIENTS) is None:  # Nothing at CLIENTS in this call.
         cardinalities[tff.CLIENTS] = 0
@@ -162,13 +174,18 @@ class _FailFastAsyncContext(tff.framework.AsyncExecutionContext):
         compiler_fn=compile_computation,
         transform_args=tff.tensorflow.transform_args, transform_result=tff.tensorflow.transform_result)
     self.address = address
+    self._guard = guard
 
   async def invoke(self, comp, arg):
     # The base class's invoke is wrapped in `retrying.retry` (forever on RetryableError): call the
     # undecorated coroutine and turn a lost worker into one clear error.
     try:
       return await tff.framework.AsyncExecutionContext.invoke.__wrapped__(self, comp, arg)
-    except (executors_errors.RetryableError, grpc.RpcError) as e:
+    except Exception as e:  # pylint: disable=broad-except
+      if self._guard is not None and self._guard.stalled:  # Whatever the cancelled call raised.
+        raise WorkerStalled(self._guard.stalled) from e
+      if not isinstance(e, (executors_errors.RetryableError, grpc.RpcError)):
+        raise
       code = e.code() if isinstance(e, grpc.Call) else type(e).__name__
       if isinstance(e, grpc.Call) and e.code() not in _LOST:
         raise ComputationError(
@@ -253,8 +270,64 @@ class TrafficCounter(grpc.UnaryUnaryClientInterceptor):
     return {"sent": sum(self.sent.values()), "received": sum(self.received.values())}
 
 
-def _context_for(stubs: Sequence[tuple[tff.framework.RemoteExecutorGrpcStub, str]]):
-  contexts = [_FailFastAsyncContext(stub, address) for stub, address in stubs]
+class StallGuard(grpc.UnaryUnaryClientInterceptor):
+  """Watches the calls on the worker connections; one unanswered for `timeout` seconds is a stall.
+
+  On a stall, `on_stall` runs once (from the guard's own thread: `execution_context` stops its local
+  workers and closes the channels, which cancels the calls) and `stalled` says what happened; the
+  context then raises `WorkerStalled` from the cancelled call.
+  """
+
+  def __init__(self, timeout: float, on_stall=None, *, poll: float | None = None):
+    if not timeout > 0:
+      raise ValueError(f"stall timeout must be > 0 seconds, got {timeout}")
+    self.timeout = float(timeout)
+    self.stalled: str | None = None
+    self._on_stall = on_stall
+    self._poll = poll if poll is not None else min(5.0, self.timeout / 4)
+    self._inflight: dict[int, tuple[float, str]] = {}
+    self._lock = threading.Lock()
+    self._next = 0
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._watch, name="tff-graph-stall-guard", daemon=True)
+    self._thread.start()
+
+  def intercept_unary_unary(self, continuation, client_call_details, request):
+    method = client_call_details.method.rsplit("/", 1)[-1]
+    with self._lock:
+      token = self._next
+      self._next += 1
+      self._inflight[token] = (time.monotonic(), method)
+    try:
+      outcome = continuation(client_call_details, request)
+      try:
+        outcome.result()  # Blocks until answered (a future-style call too).
+      except grpc.RpcError:
+        pass
+      return outcome
+    finally:
+      with self._lock:
+        self._inflight.pop(token, None)
+
+  def _watch(self) -> None:
+    while not self._stop.wait(self._poll):
+      now = time.monotonic()
+      with self._lock:
+        oldest = min(self._inflight.values(), default=None)
+      if oldest is not None and now - oldest[0] > self.timeout:
+        self.stalled = (f"a TFF worker gave no answer to {oldest[1]} for {now - oldest[0]:.0f}s (stall timeout "
+                        f"{self.timeout:.0f}s); its calls were cancelled and the local workers stopped")
+        logging.warning("%s", self.stalled)
+        if self._on_stall is not None:
+          self._on_stall()
+        return
+
+  def close(self) -> None:
+    self._stop.set()
+
+
+def _context_for(stubs: Sequence[tuple[tff.framework.RemoteExecutorGrpcStub, str]], guard: StallGuard | None = None):
+  contexts = [_FailFastAsyncContext(stub, address, guard) for stub, address in stubs]
   if len(contexts) == 1:
     return _SyncContext(contexts[0])
   context = _MergeableContext(contexts)
@@ -292,7 +365,8 @@ def parse_workers(value: str | int | Sequence[str] | None) -> int | list[str]:
 @contextlib.contextmanager
 def execution_context(workers: str | int | Sequence[str] | None = None, *,
                       log_path: str | os.PathLike[str] | None = None,
-                      startup_timeout: float = 60.0, traffic: TrafficCounter | None = None) -> Iterator[object]:
+                      startup_timeout: float = 60.0, traffic: TrafficCounter | None = None,
+                      stall_timeout: float | None = None) -> Iterator[object]:
   """Runs TFF computations in the `with` block on local or remote workers (see module docstring).
 
   Args:
@@ -300,10 +374,21 @@ def execution_context(workers: str | int | Sequence[str] | None = None, *,
     log_path: where local workers write their output (appended; discarded if None).
     startup_timeout: seconds to wait for every worker to answer.
     traffic: a `TrafficCounter` that counts the bytes exchanged with the workers.
+    stall_timeout: seconds a call may go unanswered before the workers count as stalled (local ones
+      are stopped) and the call raises `WorkerStalled`; None: wait for ever.
   """
   spec = parse_workers(workers)
   processes: list[subprocess.Popen[bytes]] = []
   channels = []
+
+  def stop_all() -> None:  # From the guard's thread: the stuck workers go, the waiting calls are cancelled.
+    for process in processes:
+      if process.poll() is None:
+        process.kill()
+    for channel in channels:
+      channel.close()
+
+  guard = StallGuard(stall_timeout, stop_all) if stall_timeout else None
   try:
     if isinstance(spec, int):
       targets = []
@@ -316,13 +401,16 @@ def execution_context(workers: str | int | Sequence[str] | None = None, *,
     stubs = []
     for address, process in targets:
       channels.append(grpc.insecure_channel(address, _CHANNEL_OPTIONS))
-      channel = grpc.intercept_channel(channels[-1], traffic) if traffic is not None else channels[-1]
+      interceptors = [i for i in (traffic, guard) if i is not None]
+      channel = grpc.intercept_channel(channels[-1], *interceptors) if interceptors else channels[-1]
       stub = tff.framework.RemoteExecutorGrpcStub(channel)
       wait_ready(stub, address, process, startup_timeout)
       stubs.append((stub, address))
-    with tff.framework.get_context_stack().install(_context_for(stubs)) as context:
+    with tff.framework.get_context_stack().install(_context_for(stubs, guard)) as context:
       yield context
   finally:
+    if guard is not None:
+      guard.close()
     for channel in channels:
       channel.close()
     for process in processes:
