@@ -11,7 +11,9 @@
 # a seed; an interrupted seed starts over). Both use the reference's split (seed_dataSplit = 123), which
 # is tff-graph's default split index for index, so every client has the same test graphs on both sides.
 # Output: $OUT (default runs/reference-code)/<piece>/seed<s>/ (the reference's own CSV layout), log in
-# the same folder. Environment: REFRUN (default ~/.cache/tff_graph_reference), ROUNDS (default 200).
+# the same folder. Environment: REFRUN (default ~/.cache/tff_graph_reference), ROUNDS (default 200),
+# RECORDS (default results/reference-split/records/reference-code): each finished seed's raw/ CSVs are
+# copied there (to be committed; a new machine's $OUT is empty) and a seed recorded there is not run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REFRUN=${REFRUN:-$HOME/.cache/tff_graph_reference}
@@ -19,28 +21,43 @@ OUT=${OUT:-runs/reference-code}
 ROUNDS=${ROUNDS:-200}
 PY="$REFRUN/venv/bin/python"
 [ -x "$PY" ] || { echo "error: the reference code is not set up at $REFRUN (bash ../shared/reference/setup.sh)" >&2; exit 2; }
+RECORDS=${RECORDS:-results/reference-split/records/reference-code}
 OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
+RECORDS=$(mkdir -p "$RECORDS" && cd "$RECORDS" && pwd)
+
+keep() {  # keep <piece> <seed>: the seed's raw CSVs into the records (copied, then moved into place)
+  local from="$OUT/$1/seed$2" to="$RECORDS/$1/seed$2"
+  rm -rf "$to.tmp" && mkdir -p "$to.tmp" && (cd "$from" && find raw -name '*.csv' -exec cp --parents {} "$to.tmp/" \;)
+  [ -e "$from/DONE" ] && cp "$from/DONE" "$to.tmp/"
+  rm -rf "$to" && mv "$to.tmp" "$to"
+}
 SEEDS=(1 2 3 4 5)
 
 fedstar_repo() {  # fedstar_repo <piece> <alg> <result csv>: the FedStar repo's --alg on CHEM, seeds 1-5
   local piece=$1 alg=$2 csv=$3
   for s in "${SEEDS[@]}"; do
     local out="$OUT/$piece/seed$s"
-    if ls "$out"/raw/chem/"$csv" > /dev/null 2>&1; then continue; fi
-    mkdir -p "$out"
-    (cd "$REFRUN/fedstar" && "$PY" exps/main_multiDS.py --data_group chem --seed "$s" --alg "$alg" --type_init rw_dg \
-      --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out") > "$out/log.txt" 2>&1
+    if ls "$RECORDS/$piece/seed$s"/raw/chem/"$csv" > /dev/null 2>&1; then continue; fi
+    if ! ls "$out"/raw/chem/"$csv" > /dev/null 2>&1; then
+      mkdir -p "$out"
+      (cd "$REFRUN/fedstar" && "$PY" exps/main_multiDS.py --data_group chem --seed "$s" --alg "$alg" --type_init rw_dg \
+        --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out") > "$out/log.txt" 2>&1
+    fi
+    keep "$piece" "$s"
   done
 }
 
 gcfl_molecules() {  # GCFL's eps for molecules (tff_graph/clustering.py REFERENCE_THRESHOLDS)
   for s in "${SEEDS[@]}"; do
     local out="$OUT/gcfl-molecules/seed$s"
-    if [ -e "$out/DONE" ]; then continue; fi
-    mkdir -p "$out"
-    (cd "$REFRUN/gcfl" && "$PY" main_multiDS.py --data_group molecules --seed "$s" --epsilon1 0.07 --epsilon2 0.28 \
-      --seq_length 5 --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out") > "$out/log.txt" 2>&1
-    touch "$out/DONE"
+    if [ -e "$RECORDS/gcfl-molecules/seed$s/DONE" ]; then continue; fi
+    if [ ! -e "$out/DONE" ]; then
+      mkdir -p "$out"
+      (cd "$REFRUN/gcfl" && "$PY" main_multiDS.py --data_group molecules --seed "$s" --epsilon1 0.07 --epsilon2 0.28 \
+        --seq_length 5 --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out") > "$out/log.txt" 2>&1
+      touch "$out/DONE"
+    fi
+    keep gcfl-molecules "$s"
   done
 }
 

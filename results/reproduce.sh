@@ -28,7 +28,12 @@
 # Environment: PY (default .venv/bin/python), RUNS (run folders, default runs/results[-<split>]),
 # TFF_GRAPH_DATA (TU zips, default ../shared/data/TUDataset), WORKERS (passed as --workers if set),
 # SPLIT (default numpy: the split the committed tables used; SPLIT=reference: the papers' own split,
-# tables under results/reference-split/), OUT (where the tables go).
+# tables under results/reference-split/), OUT (where the tables go), RECORDS (default $OUT/records).
+#
+# Records: the small files of every finished seed (config.json, final.json, metric CSVs;
+# tff_graph/records.py) are archived to $RECORDS after every finished seed, to be committed, and restored
+# into $RUNS at the start, so a new machine (whose run folders went with the last session) skips the
+# seeds already finished and rebuilds the same tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -41,13 +46,17 @@ SPLIT=${SPLIT:-numpy}
 # Where the tables go: the NumPy-split tables stay where they are; the papers' split gets its own tree.
 if [ "$SPLIT" = numpy ]; then OUT=${OUT:-results}; RUNS=${RUNS:-runs/results}
 else OUT=${OUT:-results/$SPLIT-split}; RUNS=${RUNS:-runs/results-$SPLIT}; fi
+RECORDS=${RECORDS:-$OUT/records}
 COMMON=(--rounds=200 "--data_dir=$DATA" "--split=$SPLIT" "${EXTRA[@]}")
 FEDSTAR_SEEDS=(1 2 3 4 5)
 GCFL_SEEDS=(10 42 79 111 123)
 
-# programs.tables over the folders given that exist.
+archive() { mkdir -p "$RUNS" && $PY -m programs.records --archive --runs="$RUNS" --records="$RECORDS" > /dev/null; }
+
+# programs.tables over the folders given that exist (after archiving the records of finished seeds).
 table() {  # [same_seeds=1] table <paper> <output> <folder>...  (same_seeds: rows over their common seeds)
   local paper=$1 out=$2; shift 2
+  archive
   local have=()
   for f in "$@"; do
     if [ -e "$f/config.json" ] || ls "$f"/*/config.json >/dev/null 2>&1; then have+=("$f"); fi
@@ -190,6 +199,12 @@ figures() {  # The papers' figures from whatever run folders of the pieces above
 
 pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules gcfl-biochem scaling ablations)
+KNOWN=" chem biochem biosncv biochemsn molecules gcfl-biochem gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap scaling ablations embeddings-chem embeddings-biochem privacy-chem privacy-chem12 figures "
+for piece in "${pieces[@]}"; do  # Every piece checked before anything is written.
+  [[ "$KNOWN" == *" $piece "* ]] || { echo "error: unknown piece '$piece' ($(echo $KNOWN | sed 's/ /, /g'))" >&2; exit 2; }
+done
+mkdir -p "$RUNS"
+$PY -m programs.records --restore --records="$RECORDS" --runs="$RUNS"
 for piece in "${pieces[@]}"; do
   case $piece in
     chem|biochem|biochemsn|biosncv) fedstar_table "$piece" ;;
