@@ -162,8 +162,6 @@ def run_restarting(folder: str, run: Callable[[bool], Any], *, context=None, res
       if attempt >= restarts or not isinstance(workers(), int):
         raise
       attempt += 1
-      logging.warning("%s; restarting the workers and resuming from the last checkpoint (restart %d of %d)",
-                      e, attempt, restarts)
       print(f"warning: {e}; restarting the workers and resuming from the last checkpoint (restart {attempt} of "
             f"{restarts})", file=sys.stderr)
 

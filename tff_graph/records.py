@@ -52,6 +52,14 @@ def record_files(run: pathlib.Path) -> list[pathlib.Path]:
   return files + [run / f for f in RUN_FILES if (run / f).is_file()]
 
 
+def _copy(src: pathlib.Path, dst: pathlib.Path) -> None:
+  """Copies under a temporary name, then renames: a kill while copying leaves the old file (or none)."""
+  dst.parent.mkdir(parents=True, exist_ok=True)
+  tmp = dst.with_name(dst.name + ".tmp")
+  shutil.copyfile(src, tmp)
+  os.replace(tmp, dst)
+
+
 def _check_tree(path: pathlib.Path, what: str) -> None:
   if path.exists() and not path.is_dir():
     raise RecordsError(f"{what} {path} is a file; a folder is needed")
@@ -73,10 +81,7 @@ def archive(runs: str | os.PathLike[str], records: str | os.PathLike[str]) -> Co
       if dst.is_file() and filecmp.cmp(src, dst, shallow=False):
         unchanged += 1
         continue
-      dst.parent.mkdir(parents=True, exist_ok=True)
-      tmp = dst.with_name(dst.name + ".tmp")
-      shutil.copyfile(src, tmp)
-      os.replace(tmp, dst)  # A kill while copying leaves the old record (or none), never half a file.
+      _copy(src, dst)
       copied.append(rel)
   return Copied(tuple(copied), unchanged)
 
@@ -112,9 +117,6 @@ def restore(records: str | os.PathLike[str], runs: str | os.PathLike[str]) -> Co
     if not needed:
       present += 1
       continue
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(dst.name + ".tmp")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+    _copy(src, dst)
     copied.append(src.relative_to(records))
   return Copied(tuple(copied), present)
