@@ -17,7 +17,21 @@ def machine() -> str:
   except (OSError, StopIteration):
     pass
   mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-  return f"{platform.node()}: {os.cpu_count()} cores, {cpu}, {mem:.1f} GiB, Python {platform.python_version()}"
+  return (f"{platform.node()}: {os.cpu_count()} cores, {cpu}, {mem:.1f} GiB, Python {platform.python_version()}, "
+          f"{instruction_sets()}")
+
+
+def instruction_sets() -> str:
+  """The CPU's vector instruction sets and the cap oneDNN runs under (tff_graph.runtime.CPU_ISA): the
+  facts that decide whether two machines compute the same bits."""
+  flags: set[str] = set()
+  try:
+    with open("/proc/cpuinfo") as f:
+      flags = set(next(line.split(":", 1)[1].split() for line in f if line.startswith("flags")))
+  except (OSError, StopIteration):
+    pass
+  have = [x for x in ("avx", "avx2", "fma", "avx512f", "amx_tile") if x in flags]
+  return f"cpu {'/'.join(have) or 'unknown'}, oneDNN cap {os.environ.get('ONEDNN_MAX_CPU_ISA', 'none')}"
 
 
 def peak_rss_gib() -> float:

@@ -26,6 +26,8 @@ import sys
 
 import numpy as np
 
+from benchmarks import common
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
@@ -80,7 +82,7 @@ def _one(algorithm: str, setting: str, rounds: int, eval_every: int, data_dir: s
     state = result.state.to_structure()
     state["client_states"] = process.fetch_client_states(result.state.client_states)  # The states themselves.
   return {"state": digest(state), "eval": digest([evaluations, train_metrics]),
-          "average_test_accuracy": result.average()}
+          "average_test_accuracy": result.average(), "cpu": common.instruction_sets()}
 
 
 def main() -> None:
@@ -113,8 +115,8 @@ def main() -> None:
       print(f"{algorithm}: failed\n{out.stderr[-3000:]}", file=sys.stderr)
       sys.exit(1)
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"{algorithm:22s} state {r['state']} eval {r['eval']} (test acc {r['average_test_accuracy']:.6f})",
-          flush=True)
+    print(f"{algorithm:22s} state {r['state']} eval {r['eval']} (test acc {r['average_test_accuracy']:.6f}; "
+          f"{r['cpu']})", flush=True)
 
 
 if __name__ == "__main__":

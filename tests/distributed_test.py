@@ -237,5 +237,18 @@ def test_workers_run_tensorflow_ops_on_one_intra_op_thread():
   try:
     environ = pathlib.Path(f"/proc/{worker.pid}/environ").read_bytes().split(b"\0")
     assert b"TF_NUM_INTRAOP_THREADS=1" in environ
+    assert b"ONEDNN_MAX_CPU_ISA=" + runtime.CPU_ISA.encode() in environ
   finally:
     runtime.stop_worker(worker)
+
+
+def test_onednn_instruction_set_is_capped_in_the_driver_and_workers_unless_the_user_chose(monkeypatch):
+  # oneDNN picks its matmul kernels by the CPU; capped, every AVX2 machine runs the same kernels (and
+  # gives the same bits). `import tff_graph` pinned this process; a user's own value is kept.
+  assert os.environ["ONEDNN_MAX_CPU_ISA"] == runtime.CPU_ISA
+  monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")  # Workers are capped even if the driver's value went.
+  assert runtime.worker_environment()["ONEDNN_MAX_CPU_ISA"] == runtime.CPU_ISA
+  monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX")
+  assert runtime.worker_environment()["ONEDNN_MAX_CPU_ISA"] == "AVX"
+  environ = {}
+  assert runtime.pin_cpu_isa(environ) == runtime.CPU_ISA and environ == {"ONEDNN_MAX_CPU_ISA": runtime.CPU_ISA}

@@ -19,8 +19,14 @@ The public API (see README.md, "Python API"):
   GraphTensors: `graphs.from_numpy`, `graphs.from_networkx`, `graphs.from_graph_tensors`).
 """
 
-from data_prep import graphs
-from data_prep.cache import prepare_setting
+from tff_graph import runtime as _runtime
+
+# Before any TensorFlow kernel runs in this process: the same matrix kernels on every AVX2 machine
+# (the driver's own TensorFlow work too, e.g. initial client states and exports; runtime.CPU_ISA).
+_runtime.pin_cpu_isa()
+
+from data_prep import graphs  # noqa: E402
+from data_prep.cache import prepare_setting  # noqa: E402
 from data_prep.partition import parse_setting
 from tff_graph.aggregators import ClusterwiseFactory
 from tff_graph.algorithms import AlgorithmSpec
