@@ -31,7 +31,7 @@ def instruction_sets() -> str:
   except (OSError, StopIteration):
     pass
   have = [x for x in ("avx", "avx2", "fma", "avx512f", "amx_tile") if x in flags]
-  return f"cpu {'/'.join(have) or 'unknown'}, oneDNN cap {os.environ.get('ONEDNN_MAX_CPU_ISA', 'none')}"
+  return f"cpu {'/'.join(have) or 'unknown'}, oneDNN cap {os.environ.get('ONEDNN_MAX_CPU_ISA') or 'tff_graph default (runtime.CPU_ISA)'}"
 
 
 def peak_rss_gib() -> float:
