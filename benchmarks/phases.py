@@ -20,6 +20,7 @@ import collections
 import contextlib
 import functools
 import importlib
+import inspect
 import os
 import sys
 import time
@@ -77,7 +78,7 @@ class Phases:
 
   def wrap(self, owner, attr: str, name: str | None = None, first: str | None = None) -> None:
     """Times `owner.attr` (a function, a coroutine function, or a property returning a callable)."""
-    original = owner.__dict__.get(attr, getattr(owner, attr)) if isinstance(owner, type) else getattr(owner, attr)
+    original = inspect.getattr_static(owner, attr)  # A class's property as the property itself.
     name = name or attr
     seen = [False]
 
