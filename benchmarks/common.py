@@ -22,16 +22,18 @@ def machine() -> str:
 
 
 def instruction_sets() -> str:
-  """The CPU's vector instruction sets and the cap oneDNN runs under (tff_graph.runtime.CPU_ISA): the
-  facts that decide whether two machines compute the same bits."""
+  """The CPU's vector instruction sets, the kernel pins in force (data_prep.cpu_kernels) and the kernels
+  NumPy's OpenBLAS runs: the facts that decide whether two machines compute the same bits."""
+  from data_prep import cpu_kernels  # pylint: disable=g-import-not-at-top
   flags: set[str] = set()
   try:
     with open("/proc/cpuinfo") as f:
       flags = set(next(line.split(":", 1)[1].split() for line in f if line.startswith("flags")))
   except (OSError, StopIteration):
     pass
-  have = [x for x in ("avx", "avx2", "fma", "avx512f", "amx_tile") if x in flags]
-  return f"cpu {'/'.join(have) or 'unknown'}, oneDNN cap {os.environ.get('ONEDNN_MAX_CPU_ISA') or 'tff_graph default (runtime.CPU_ISA)'}"
+  have = [x for x in ("avx", "avx2", "fma", "avx512f", "avx512_vnni", "amx_tile") if x in flags]
+  pins = " ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in cpu_kernels.CPU_KERNELS)
+  return f"cpu {'/'.join(have) or 'unknown'}, {pins}, OpenBLAS {cpu_kernels.blas_core() or 'unknown'}"
 
 
 def peak_rss_gib() -> float:

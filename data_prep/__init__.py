@@ -8,3 +8,8 @@ Modules:
   graph_tensor: the GraphSchema, GraphTensor <-> tf.train.Example conversion and tf.data readers.
   cache: writes each client's train/val/test TFRecords once and skips when current.
 """
+
+from data_prep import cpu_kernels as _cpu_kernels
+
+# Before any module of this project imports TensorFlow: the same CPU kernels on every AVX2 machine.
+_cpu_kernels.pin()

@@ -21,6 +21,7 @@ import enum
 import numpy as np
 import scipy.sparse as sp
 
+from data_prep import cpu_kernels
 from data_prep import tu
 
 N_RW = 16
@@ -70,6 +71,8 @@ def rwse(dataset: tu.TUDataset, n_rw: int = N_RW, *, dense_max_nodes: int = 64,
   density = 2.0 * dataset.graph_edge_counts() / np.maximum(sizes * sizes, 1)
   use_dense = (sizes <= dense_max_nodes) | (density >= dense_density)
   small = np.flatnonzero(use_dense)
+  if small.size:
+    cpu_kernels.check_blas("RWSE (np.linalg.eigh)")
   for n in np.unique(sizes[small]):
     group = small[sizes[small] == n]
     mats = np.zeros((len(group), n, n), dtype=np.float64)
@@ -144,6 +147,7 @@ def laplacian_pe(dataset: tu.TUDataset, k: int = N_LAP) -> np.ndarray:
     raise ValueError(f"k must be >= 1, got {k}")
   out = np.zeros((dataset.num_nodes, k), dtype=np.float32)
   sizes = dataset.graph_sizes()
+  cpu_kernels.check_blas("Laplacian eigenvectors (np.linalg.eigh)")
   for n in np.unique(sizes):
     group = np.flatnonzero(sizes == n)
     for start in range(0, len(group), max(1, 2**26 // max(n * n, 1))):  # Bounded memory per batch.

@@ -10,9 +10,10 @@ programs know:
 
 import dataclasses
 
-import tensorflow as tf
+# tff_graph first: it pins TensorFlow's CPU kernels before TensorFlow loads (same bits on every machine).
+import tff_graph  # isort: skip
 
-import tff_graph
+import tensorflow as tf  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,10 +10,12 @@ weighted mean is a `SecureSumFactory` (secure aggregation, simulated) instead.
 
 import sys
 
-import tensorflow_federated as tff
+# tff_graph first: it pins TensorFlow's CPU kernels before TensorFlow loads (same bits on every machine).
+import tff_graph  # isort: skip
 
-import tff_graph
-from examples import _args
+import tensorflow_federated as tff  # noqa: E402
+
+from examples import _args  # noqa: E402
 
 secure = "--secure" in sys.argv
 if secure:

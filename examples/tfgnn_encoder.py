@@ -5,10 +5,12 @@ model is passed as a `model_fn`, and the run still gets CSVs, TensorBoard, check
 SavedModels. Only the structure encoder (now TF-GNN's GCN) is shared, as the model declares.
 """
 
-from tensorflow_gnn.models import gcn
+# tff_graph first: it pins TensorFlow's CPU kernels before TensorFlow loads (same bits on every machine).
+import tff_graph  # isort: skip
 
-import tff_graph
-from examples import _args
+from tensorflow_gnn.models import gcn  # noqa: E402
+
+from examples import _args  # noqa: E402
 
 args = _args.parse(__doc__)
 prepared = tff_graph.prepare_setting(args.setting, data_dir=args.data_dir, cache_dir=args.cache_dir)

@@ -7,6 +7,9 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pathlib
 
+# Before any test module imports TensorFlow: pins its CPU kernels, as the programs do (data_prep.cpu_kernels).
+import data_prep  # noqa: F401  pylint: disable=unused-import
+
 import dataclasses
 import functools
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import platform
 import signal
 import subprocess
 import sys
@@ -237,18 +238,62 @@ def test_workers_run_tensorflow_ops_on_one_intra_op_thread():
   try:
     environ = pathlib.Path(f"/proc/{worker.pid}/environ").read_bytes().split(b"\0")
     assert b"TF_NUM_INTRAOP_THREADS=1" in environ
-    assert b"ONEDNN_MAX_CPU_ISA=" + runtime.CPU_ISA.encode() in environ
+    for name, value in runtime.CPU_KERNELS.items():
+      assert f"{name}={value}".encode() in environ
   finally:
     runtime.stop_worker(worker)
 
 
-def test_onednn_instruction_set_is_capped_in_the_driver_and_workers_unless_the_user_chose(monkeypatch):
-  # oneDNN picks its matmul kernels by the CPU; capped, every AVX2 machine runs the same kernels (and
-  # gives the same bits). `import tff_graph` pinned this process; a user's own value is kept.
-  assert os.environ["ONEDNN_MAX_CPU_ISA"] == runtime.CPU_ISA
-  monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")  # Workers are capped even if the driver's value went.
-  assert runtime.worker_environment()["ONEDNN_MAX_CPU_ISA"] == runtime.CPU_ISA
+def test_cpu_kernels_are_pinned_in_the_driver_and_workers_unless_the_user_chose(monkeypatch):
+  # TensorFlow's oneDNN rewrites (on by default on AVX512_VNNI CPUs only) and oneDNN's instruction set
+  # decide the bits; pinned, every AVX2 machine runs the same kernels. `import tff_graph` pinned this
+  # process (conftest imports data_prep first, as the programs do); a user's own value is kept.
+  assert {k: runtime.CPU_KERNELS[k] for k in ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA")} == {
+      "TF_ENABLE_ONEDNN_OPTS": "0", "ONEDNN_MAX_CPU_ISA": runtime.CPU_ISA}
+  if platform.machine() == "x86_64":
+    assert runtime.CPU_KERNELS["OPENBLAS_CORETYPE"] == "Haswell"
+  for name, value in runtime.CPU_KERNELS.items():
+    assert os.environ[name] == value
+    monkeypatch.delenv(name)  # Workers are pinned even if the driver's value went.
+  assert {k: runtime.worker_environment()[k] for k in runtime.CPU_KERNELS} == runtime.CPU_KERNELS
   monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX")
+  monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
   assert runtime.worker_environment()["ONEDNN_MAX_CPU_ISA"] == "AVX"
-  environ = {}
-  assert runtime.pin_cpu_isa(environ) == runtime.CPU_ISA and environ == {"ONEDNN_MAX_CPU_ISA": runtime.CPU_ISA}
+  assert runtime.worker_environment()["TF_ENABLE_ONEDNN_OPTS"] == "1"
+  environ = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}
+  expected = {**runtime.CPU_KERNELS, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}
+  assert runtime.pin_cpu_kernels(environ) == expected and environ == expected
+
+
+_MATMUL_BITS = """
+import hashlib, sys, warnings
+warnings.simplefilter("error", RuntimeWarning)
+if sys.argv[1] == "tff_graph_first":
+  import tff_graph
+import numpy as np
+import tensorflow as tf
+if sys.argv[1] == "tensorflow_first":
+  import tff_graph
+a = tf.constant(np.random.default_rng(0).normal(size=(300, 777)).astype(np.float32))
+f = tf.function(lambda a: tf.nn.relu(tf.matmul(a, a, transpose_b=True)) @ a)
+m = np.random.default_rng(1).normal(size=(200, 9, 9))
+print(hashlib.sha1(f(a).numpy().tobytes()).hexdigest(), hashlib.sha1(np.linalg.eigh(m + m.transpose(0, 2, 1))[1].tobytes()).hexdigest())
+"""
+
+
+def test_import_tff_graph_before_tensorflow_runs_the_pinned_kernels_and_after_it_warns():
+  # On a CPU with AVX512_VNNI (where TensorFlow's default turns the oneDNN rewrites on) or AVX-512 (where
+  # OpenBLAS picks other eigh kernels) the default bits differ from the pinned ones; on other CPUs they
+  # agree. Either way `import tff_graph` first must give the bits (TensorFlow matmuls, NumPy's eigh) of
+  # a process started with the pins, and importing TensorFlow first must say so.
+  def run(mode, **env):
+    environ = {k: v for k, v in os.environ.items() if k not in runtime.CPU_KERNELS}
+    done = subprocess.run([sys.executable, "-c", _MATMUL_BITS, mode], env={**environ, **env},
+                          capture_output=True, text=True, cwd=REPO, check=False)
+    return done.returncode, done.stdout.strip(), done.stderr
+  rc, pinned_first, _ = run("tff_graph_first")
+  assert rc == 0
+  rc, started_pinned, _ = run("plain", **runtime.CPU_KERNELS)
+  assert rc == 0 and pinned_first == started_pinned
+  rc, _, err = run("tensorflow_first")
+  assert rc != 0 and "tensorflow was imported before tff_graph pinned its CPU kernels" in err

@@ -19,11 +19,9 @@ The public API (see README.md, "Python API"):
   GraphTensors: `graphs.from_numpy`, `graphs.from_networkx`, `graphs.from_graph_tensors`).
 """
 
-from tff_graph import runtime as _runtime
-
-# Before any TensorFlow kernel runs in this process: the same matrix kernels on every AVX2 machine
-# (the driver's own TensorFlow work too, e.g. initial client states and exports; runtime.CPU_ISA).
-_runtime.pin_cpu_isa()
+# `import data_prep` pins TensorFlow's CPU kernels before anything imports TensorFlow (the same bits on
+# every AVX2 machine, the driver's own TensorFlow work included; data_prep.cpu_kernels).
+import data_prep  # noqa: F401  pylint: disable=unused-import
 
 from data_prep import graphs  # noqa: E402
 from data_prep.cache import prepare_setting  # noqa: E402

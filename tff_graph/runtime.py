@@ -53,6 +53,8 @@ from tensorflow_federated.python.core.backends.native import mergeable_comp_comp
 from tensorflow_federated.python.core.backends.test import compiler as test_compiler
 from tensorflow_federated.python.core.impl.executors import executors_errors
 
+from data_prep import cpu_kernels
+
 _MAX_MESSAGE = 2_000_000_000
 _CHANNEL_OPTIONS = [("grpc.max_message_length", _MAX_MESSAGE),
                     ("grpc.max_receive_message_length", _MAX_MESSAGE),
@@ -105,33 +107,25 @@ def _die_with_parent() -> None:  # Runs in the child between fork and exec.
   ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-# The instruction set oneDNN's matrix kernels may use (TensorFlow's CPU matmuls go through oneDNN's
-# sgemm even with TF_ENABLE_ONEDNN_OPTS=0). oneDNN picks its kernels by the CPU it finds, and kernels
-# of different instruction sets sum in different orders: the same run gave other bits on an AVX2-only
-# machine than on the machines the committed results came from (BUILD_NOTES, "Same bits on every
-# machine"). Capped at AVX2, every x86 machine with AVX2 or more runs the same kernels.
-CPU_ISA = "AVX2"
-
-
-def pin_cpu_isa(environ=os.environ) -> str:
-  """Sets ONEDNN_MAX_CPU_ISA to `CPU_ISA` in `environ` unless it is set already (a user's choice
-  wins); returns the value in force. oneDNN reads it at its first kernel, so it works after
-  `import tensorflow` as long as no matmul ran before."""
-  return environ.setdefault("ONEDNN_MAX_CPU_ISA", CPU_ISA)
+# The CPU kernels TensorFlow may use are pinned by `data_prep.cpu_kernels` (imported before TensorFlow
+# by `import data_prep` and `import tff_graph`); workers get the same pins in their environment.
+CPU_ISA = cpu_kernels.CPU_ISA
+CPU_KERNELS = cpu_kernels.CPU_KERNELS
+pin_cpu_kernels = cpu_kernels.pin
 
 
 def worker_environment() -> dict[str, str]:
   """The environment a worker runs in: this process's, with TensorFlow's intra-op threads set to 1
-  and oneDNN's instruction set capped (`pin_cpu_isa`).
+  and its CPU kernels pinned (`pin_cpu_kernels`).
 
   Each client's TensorFlow ops run on one thread (the worker runs the clients of a call concurrently,
   which keeps the cores busy), so a reduction's summation order, and hence every result, is the same
   on any machine whatever its core count; this is also what the clients' training loops got before
   they were taken out of tf.data (see `client_work`), so results stay bit-identical. With the
-  instruction set capped, the matrix kernels, and so the bits, are the same on any AVX2 machine.
+  CPU kernels pinned, the matrix kernels, and so the bits, are the same on any AVX2 machine.
   """
   environ = {**os.environ, "TF_NUM_INTRAOP_THREADS": "1"}
-  pin_cpu_isa(environ)
+  pin_cpu_kernels(environ)
   return environ
 
 
