@@ -10,7 +10,9 @@ Two cache levels under `cache_dir` (argument, else $TFF_GRAPH_CACHE, else ~/.cac
 
 A key hashes what the files depend on: the source's content fingerprint (the zip members' CRC-32s, a
 SHA-1 of a folder's files, or of an in-memory dataset's arrays), n_rw, n_dg, the split kind and seed,
-the feature options and `FORMAT_VERSION` (datasets) / `SETTING_FORMAT_VERSION` (settings). A current cache is reused; anything is first written under a
+the feature options, the family of NumPy's `eigh` kernels (`cpu_kernels.blas_family`: the RWSE's and
+Laplacian eigenvectors' last bits follow it) and `FORMAT_VERSION` (datasets) / `SETTING_FORMAT_VERSION`
+(settings). A current cache is reused; anything is first written under a
 temporary name in the same folder and renamed into place only when complete, so an error or a kill
 never leaves a half-written cache that looks current.
 """
@@ -31,6 +33,7 @@ from typing import Any, Mapping
 from absl import logging
 import numpy as np
 
+from data_prep import cpu_kernels
 from data_prep import features as features_lib
 from data_prep import graph_tensor
 from data_prep import partition
@@ -168,7 +171,7 @@ def load_dataset(name: str | tu.TUDataset, *, data_dir: str | os.PathLike[str] |
   given = name if isinstance(name, tu.TUDataset) else None
   name = given.name if given is not None else name
   source = None if given is not None else tu.resolve_data_dir(data_dir)
-  key = _key(FORMAT_VERSION, _fingerprint(name, source, given), n_rw)
+  key = _key(FORMAT_VERSION, _fingerprint(name, source, given), n_rw, cpu_kernels.blas_family())
   path = resolve_cache_dir(cache_dir) / "datasets" / f"{name}-{key}.npz"
   data = None
   if path.is_file():
@@ -331,7 +334,8 @@ def prepare_setting(setting: partition.Setting | str, *,
   source = tu.resolve_data_dir(data_dir) if needs_dir or data_dir is not None else None
   fingerprints = {n: _fingerprint(n, source, given.get(n)) for n in setting.datasets}
   key = _key(SETTING_FORMAT_VERSION, setting.name, dataclasses.asdict(setting), seed, n_rw, n_dg, split, node_features,
-             standardize_attributes, fingerprints, *([n_lap, n_spd] if n_lap or n_spd else []))
+             standardize_attributes, fingerprints, *([n_lap, n_spd] if n_lap or n_spd else []),
+             cpu_kernels.blas_family())
   safe = re.sub(r"[^A-Za-z0-9_\-.]+", "_", setting.name.replace("@", "_k"))[:80]
   root = resolve_cache_dir(cache_dir) / "settings" / f"{safe}-seed{seed}-{key}"
   manifest = root / "manifest.json"

@@ -27,6 +27,7 @@ environment (`tff_graph.runtime.worker_environment`), so their bits do not depen
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import sys
@@ -60,6 +61,7 @@ def pin(environ=None) -> dict[str, str]:
   return {name: environ[name] for name in CPU_KERNELS}
 
 
+@functools.lru_cache(maxsize=None)  # Chosen once, when OpenBLAS loads.
 def blas_core() -> str | None:
   """The kernel family NumPy's OpenBLAS runs in this process ("Haswell", "SkylakeX", ...), None if
   unknown (no OpenBLAS, or threadpoolctl cannot tell)."""
@@ -72,6 +74,14 @@ def blas_core() -> str | None:
   except Exception:  # noqa: BLE001  pylint: disable=broad-except
     return None
   return None
+
+
+def blas_family() -> str:
+  """A name for the bits NumPy's `eigh` gives in this process: "avx2" for OpenBLAS's Haswell kernels and
+  those that compute as they do, else the kernel family's own name. Part of the data cache's keys, so
+  that an embedding computed with other kernels (e.g. before the pins) is never reused as this one."""
+  core = (blas_core() or "unknown").lower()
+  return "avx2" if core in _SAME_AS_PINNED else core
 
 
 def check_blas(what: str) -> None:

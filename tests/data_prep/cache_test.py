@@ -87,6 +87,18 @@ def test_the_cache_key_is_the_content_not_size_and_mtime(tmp_path):
       second.clients[0].graph_indices
 
 
+def test_embeddings_computed_with_other_blas_kernels_are_not_reused(tmp_path, monkeypatch):
+  # The RWSE's eigh gives other last bits with OpenBLAS's AVX-512 kernels than with the pinned AVX2 ones
+  # (data_prep.cpu_kernels): a cache entry made under other kernels must not pass for this process's.
+  data = _fake_mutag(tmp_path / "data")
+  first = cache.prepare_setting("MUTAG:1", data_dir=data, cache_dir=tmp_path / "cache")
+  assert cache.prepare_setting("MUTAG:1", data_dir=data, cache_dir=tmp_path / "cache").root == first.root
+  monkeypatch.setattr(cache.cpu_kernels, "blas_family", lambda: "cooperlake")
+  second = cache.prepare_setting("MUTAG:1", data_dir=data, cache_dir=tmp_path / "cache")
+  assert second.root != first.root
+  assert len(list((tmp_path / "cache" / "datasets").glob("MUTAG-*.npz"))) == 2
+
+
 def test_bad_dataset_leaves_no_cache_behind(tmp_path):
   data = _fake_mutag(tmp_path / "data", broken=True)
   with pytest.raises(tu.TUFormatError, match="MUTAG_graph_labels.txt: 39 labels for 40 graphs"):
