@@ -271,6 +271,12 @@ warnings.simplefilter("error", RuntimeWarning)
 if sys.argv[1] == "tff_graph_first":
   import tff_graph
 import numpy as np
+if sys.argv[1] == "numpy_first":  # NumPy's OpenBLAS chose its kernels before the pins.
+  import data_prep
+  from data_prep import cpu_kernels
+  print(cpu_kernels.blas_core(), flush=True)
+  cpu_kernels.check_blas("the RWSE")
+  sys.exit(0)
 import tensorflow as tf
 if sys.argv[1] == "tensorflow_first":
   import tff_graph
@@ -297,3 +303,9 @@ def test_import_tff_graph_before_tensorflow_runs_the_pinned_kernels_and_after_it
   assert rc == 0 and pinned_first == started_pinned
   rc, _, err = run("tensorflow_first")
   assert rc != 0 and "tensorflow was imported before tff_graph pinned its CPU kernels" in err
+  # NumPy first: OpenBLAS runs the CPU's own kernels; where they compute otherwise than the pinned
+  # (AVX-512 machines), computing an embedding with them warns.
+  rc, core, err = run("numpy_first")
+  assert core
+  assert (rc != 0) == (core.lower() not in ("haswell", "zen")), (core, err)
+  assert rc == 0 or "the RWSE: NumPy's OpenBLAS runs its" in err
