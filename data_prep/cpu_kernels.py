@@ -41,6 +41,8 @@ if _X86:
 # OpenBLAS kernel families that compute as the pinned one (Zen runs OpenBLAS's Haswell kernels: same
 # hashes measured on an AMD EPYC without AVX-512).
 _SAME_AS_PINNED = {"haswell", "zen"}
+# The variables `pin()` set in this process's os.environ itself (not set by the user).
+_SET_HERE: set[str] = set()
 
 
 def pin(environ=None) -> dict[str, str]:
@@ -52,6 +54,8 @@ def pin(environ=None) -> dict[str, str]:
   missing = [name for name in CPU_KERNELS if name not in environ]
   for name in missing:
     environ[name] = CPU_KERNELS[name]
+  if own:
+    _SET_HERE.update(missing)
   if own and "TF_ENABLE_ONEDNN_OPTS" in missing and "tensorflow" in sys.modules:
     warnings.warn(
         "tensorflow was imported before tff_graph pinned its CPU kernels (TF_ENABLE_ONEDNN_OPTS=0): this "
@@ -59,6 +63,13 @@ def pin(environ=None) -> dict[str, str]:
         "another machine (workers are pinned regardless); import tff_graph or data_prep before "
         "tensorflow, or set TF_ENABLE_ONEDNN_OPTS=0 before Python starts", RuntimeWarning, stacklevel=2)
   return {name: environ[name] for name in CPU_KERNELS}
+
+
+def unpinned(environ=None) -> dict[str, str]:
+  """`environ` (default os.environ) without the variables `pin()` set in os.environ itself (a user's own
+  values stay): the environment to start another program in, e.g. the papers' PyTorch code beside
+  ours, which should run with the CPU kernels it gets on its own."""
+  return {k: v for k, v in (os.environ if environ is None else environ).items() if k not in _SET_HERE}
 
 
 @functools.lru_cache(maxsize=None)  # Chosen once, when OpenBLAS loads.

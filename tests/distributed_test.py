@@ -265,6 +265,22 @@ def test_cpu_kernels_are_pinned_in_the_driver_and_workers_unless_the_user_chose(
   assert runtime.pin_cpu_kernels(environ) == expected and environ == expected
 
 
+def test_other_programs_started_beside_ours_get_the_environment_without_our_pins(monkeypatch):
+  # benchmarks.vs_reference starts the papers' PyTorch code with cpu_kernels.unpinned(): the kernels it
+  # would get on its own (a fair comparison), while a value the user set stays.
+  from data_prep import cpu_kernels  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(cpu_kernels, "_SET_HERE", set())
+  for name in cpu_kernels.CPU_KERNELS:
+    monkeypatch.delenv(name, raising=False)
+  monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX")  # The user's own.
+  with pytest.warns(RuntimeWarning, match="tensorflow was imported before"):
+    cpu_kernels.pin()
+  assert os.environ["TF_ENABLE_ONEDNN_OPTS"] == "0" and os.environ["ONEDNN_MAX_CPU_ISA"] == "AVX"
+  other = cpu_kernels.unpinned({**os.environ, "PYTHONPATH": "x"})
+  assert "TF_ENABLE_ONEDNN_OPTS" not in other and "OPENBLAS_CORETYPE" not in other
+  assert other["ONEDNN_MAX_CPU_ISA"] == "AVX" and other["PYTHONPATH"] == "x"
+
+
 _MATMUL_BITS = """
 import hashlib, sys, warnings
 warnings.simplefilter("error", RuntimeWarning)
