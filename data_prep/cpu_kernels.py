@@ -1,4 +1,4 @@
-"""Pins the CPU kernels TensorFlow uses, so that a run gives the same bits on every x86 machine with AVX2.
+"""Pins the CPU kernels TensorFlow and NumPy use, so that a run gives the same bits on every x86 machine with AVX2.
 
 Two switches decide TensorFlow's CPU kernels, both by the CPU found at run time:
 
@@ -38,8 +38,8 @@ CPU_KERNELS = {"TF_ENABLE_ONEDNN_OPTS": "0", "ONEDNN_MAX_CPU_ISA": CPU_ISA}
 _X86 = platform.machine().lower() in ("x86_64", "amd64")
 if _X86:
   CPU_KERNELS["OPENBLAS_CORETYPE"] = "Haswell"
-# OpenBLAS kernel families that compute as the pinned one (Zen runs OpenBLAS's Haswell kernels: same
-# hashes measured on an AMD EPYC without AVX-512).
+# OpenBLAS kernel families that compute as the pinned one (Zen runs OpenBLAS's Haswell kernels:
+# OPENBLAS_CORETYPE=Zen gave FedStar's Haswell state hash, measured on an AVX-512 AMD EPYC).
 _SAME_AS_PINNED = {"haswell", "zen"}
 # The variables `pin()` set in this process's os.environ itself (not set by the user).
 _SET_HERE: set[str] = set()

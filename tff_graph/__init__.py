@@ -19,11 +19,9 @@ The public API (see README.md, "Python API"):
   GraphTensors: `graphs.from_numpy`, `graphs.from_networkx`, `graphs.from_graph_tensors`).
 """
 
-# `import data_prep` pins TensorFlow's CPU kernels before anything imports TensorFlow (the same bits on
-# every AVX2 machine, the driver's own TensorFlow work included; data_prep.cpu_kernels).
-import data_prep  # noqa: F401  pylint: disable=unused-import
-
-from data_prep import graphs  # noqa: E402
+# First: importing data_prep pins TensorFlow's and NumPy's CPU kernels before either loads (the same
+# bits on every AVX2 machine, the driver's own work included; data_prep.cpu_kernels).
+from data_prep import graphs
 from data_prep.cache import prepare_setting  # noqa: E402
 from data_prep.partition import parse_setting
 from tff_graph.aggregators import ClusterwiseFactory
