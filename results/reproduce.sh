@@ -3,7 +3,8 @@
 #
 #   bash results/reproduce.sh [piece ...]      pieces: chem biochem biochemsn biosncv molecules gcfl-biochem
 #                                              gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap
-#                                              scaling ablations embeddings-chem embeddings-biochem
+#                                              scaling ablations ablations-biochemsn ablations-biosncv
+#                                              epochs-chem backbones-chem embeddings-chem embeddings-biochem
 #                                              privacy-chem privacy-chem12 figures
 #                                              (default: the pieces of the committed tables)
 #
@@ -16,8 +17,12 @@
 # gcfl-mix = GCFL's multi-dataset table (its seeds; same data as FedStar's CHEM / BIO-CHEM / BIO-CHEM-SN,
 # GIN model, GCFL's eps for the setting); gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap = GCFL's
 # one-dataset tables (PROTEINS:10, IMDB-BINARY:10, NCI1:30, NCI1:30:overlap; eps and seq_length are
-# the reference's for the dataset, tff_graph/clustering.py); ablations = FedStar's
-# sharing-scope and embedding ablations on BIO-CHEM; embeddings-chem, embeddings-biochem = FedStar with
+# the reference's for the dataset, tff_graph/clustering.py); ablations, ablations-biochemsn,
+# ablations-biosncv = FedStar's sharing-scope and embedding ablations on BIO-CHEM, BIO-CHEM-SN, BIO-SN-CV
+# (beside that setting's Table 1 piece's local and fedstar runs; results/<split>/<setting>-ablations);
+# epochs-chem = FedAvg, GCFL, FedStar with 2-4 local epochs on CHEM (the paper's local-epochs study;
+# results/<split>/chem-epochs); backbones-chem = FedStar with GCN/SAGE as feature encoder and GIN/SAGE as
+# structure encoder on CHEM (its Appendix B; results/<split>/chem-backbones); embeddings-chem, embeddings-biochem = FedStar with
 # the structure embeddings beyond the paper (Laplacian PE, SPD histogram, rw_dg + Laplacian PE) beside
 # the Table 1 piece's rw_dg runs (results/<split>/embeddings/<setting>); privacy-chem, privacy-chem12 =
 # FedStar with client-level DP (accuracy vs epsilon) and secure aggregation on CHEM and CHEM@12 (84
@@ -105,18 +110,49 @@ scaling() {  # Accuracy as CHEM is split over more clients (k shards per dataset
   done
 }
 
-ablations() {  # FedStar on BIO-CHEM: what is shared, and which structure embedding (seeds 1-5)
+ablations() {  # ablations <setting>: FedStar's sharing scope and structure embedding (seeds 1-5)
+  local setting=$1
   for s in "${FEDSTAR_SEEDS[@]}"; do
     $PY -m programs.compare --algorithms=fedstar_share_none,fedstar_share_feature,fedstar_share_all \
-      --setting=biochem --seeds="$s" --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/biochem-ablations/seed$s/sharing"
+      --setting="$setting" --seeds="$s" --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/$setting-ablations/seed$s/sharing"
     for emb in rw dg ones; do
-      train_once "$RUNS/biochem-ablations/seed$s/emb_$emb" --algorithm=fedstar --embedding_type="$emb" \
-        --setting=biochem --seeds="$s"
+      train_once "$RUNS/$setting-ablations/seed$s/emb_$emb" --algorithm=fedstar --embedding_type="$emb" \
+        --setting="$setting" --seeds="$s"
     done
-    # With the biochem table's local (for gains) and fedstar (structure shared, rw_dg) runs.
-    same_seeds=1 table fedstar "$OUT/biochem-ablations" $(for t in "${FEDSTAR_SEEDS[@]}"; do
-      echo "$RUNS/biochem/seed$t/local $RUNS/biochem/seed$t/fedstar $RUNS/biochem-ablations/seed$t/sharing"
-      for emb in rw dg ones; do echo "$RUNS/biochem-ablations/seed$t/emb_$emb"; done; done)
+    # With the setting's Table 1 local (for gains) and fedstar (structure shared, rw_dg) runs.
+    same_seeds=1 table fedstar "$OUT/$setting-ablations" $(for t in "${FEDSTAR_SEEDS[@]}"; do
+      echo "$RUNS/$setting/seed$t/local $RUNS/$setting/seed$t/fedstar $RUNS/$setting-ablations/seed$t/sharing"
+      for emb in rw dg ones; do echo "$RUNS/$setting-ablations/seed$t/emb_$emb"; done; done)
+  done
+}
+
+local_epochs() {  # FedStar paper's local-epochs study on CHEM: FedAvg, GCFL, FedStar with 2, 3, 4 local
+  # epochs (1 = the CHEM table's runs), seeds 1-5
+  for s in "${FEDSTAR_SEEDS[@]}"; do
+    for e in 2 3 4; do
+      $PY -m programs.compare --algorithms=fedavg,gcfl,fedstar --local_epochs="$e" --setting=chem --seeds="$s" \
+        --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/chem-epochs/seed$s/e$e"
+    done
+    same_seeds=1 table fedstar "$OUT/chem-epochs" $(for t in "${FEDSTAR_SEEDS[@]}"; do
+      echo "$RUNS/chem/seed$t/local $RUNS/chem/seed$t/fedavg $RUNS/chem/seed$t/gcfl $RUNS/chem/seed$t/fedstar"
+      for e in 2 3 4; do echo "$RUNS/chem-epochs/seed$t/e$e"; done; done)
+  done
+}
+
+backbones() {  # FedStar paper's Appendix B on CHEM: GIN / GCN / SAGE as FedStar's feature encoder and as its
+  # structure encoder (the other one at the paper's choice: feature GIN, structure GCN), seeds 1-5
+  for s in "${FEDSTAR_SEEDS[@]}"; do
+    for b in gcn sage; do
+      train_once "$RUNS/chem-backbones/seed$s/feature_$b" --algorithm=fedstar --backbone="$b" --setting=chem --seeds="$s"
+    done
+    for b in gin sage; do
+      train_once "$RUNS/chem-backbones/seed$s/structure_$b" --algorithm=fedstar --structure_backbone="$b" \
+        --setting=chem --seeds="$s"
+    done
+    same_seeds=1 table fedstar "$OUT/chem-backbones" $(for t in "${FEDSTAR_SEEDS[@]}"; do
+      echo "$RUNS/chem/seed$t/local $RUNS/chem/seed$t/fedstar"
+      for k in feature_gcn feature_sage structure_gin structure_sage; do echo "$RUNS/chem-backbones/seed$t/$k"; done
+    done)
   done
 }
 
@@ -199,7 +235,7 @@ figures() {  # The papers' figures from whatever run folders of the pieces above
 
 pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules gcfl-biochem scaling ablations)
-KNOWN=" chem biochem biosncv biochemsn molecules gcfl-biochem gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap scaling ablations embeddings-chem embeddings-biochem privacy-chem privacy-chem12 figures "
+KNOWN=" chem biochem biosncv biochemsn molecules gcfl-biochem gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap scaling ablations ablations-biochemsn ablations-biosncv epochs-chem backbones-chem embeddings-chem embeddings-biochem privacy-chem privacy-chem12 figures "
 for piece in "${pieces[@]}"; do  # Every piece checked before anything is written.
   [[ "$KNOWN" == *" $piece "* ]] || { echo "error: unknown piece '$piece' ($(echo $KNOWN | sed 's/ /, /g'))" >&2; exit 2; }
 done
@@ -216,14 +252,19 @@ for piece in "${pieces[@]}"; do
     gcfl-nci1) gcfl_table NCI1:30 gcfl-nci1 ;;
     gcfl-nci1-overlap) gcfl_table NCI1:30:overlap gcfl-nci1-overlap ;;
     scaling) scaling ;;
-    ablations) ablations ;;
+    ablations) ablations biochem ;;
+    ablations-biochemsn) ablations biochemsn ;;
+    ablations-biosncv) ablations biosncv ;;
+    epochs-chem) local_epochs ;;
+    backbones-chem) backbones ;;
     embeddings-chem) embeddings chem ;;
     embeddings-biochem) embeddings biochem ;;
     privacy-chem) privacy chem ;;
     privacy-chem12) privacy chem@12 ;;
     figures) figures ;;
     *) echo "error: unknown piece '$piece' (chem, biochem, biochemsn, biosncv, molecules, gcfl-biochem, gcfl-mix," \
-         "gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap, scaling, ablations, embeddings-chem," \
+         "gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap, scaling, ablations, ablations-biochemsn," \
+         "ablations-biosncv, epochs-chem, backbones-chem, embeddings-chem," \
          "embeddings-biochem, privacy-chem, privacy-chem12, figures)" >&2; exit 2 ;;
   esac
 done

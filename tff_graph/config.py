@@ -3,7 +3,7 @@
     ExperimentConfig
       algorithm, proximal_mu          which algorithm (a registered name) and its FedProx mu
       data: DataConfig                setting, split kind and seed, node features, structure-embedding widths
-      model: ModelConfig              hidden width, layers, dropout, structure embedding type
+      model: ModelConfig              hidden width, layers, dropout, structure embedding type, backbones
       training: TrainingConfig        local epochs, batch size, Adam, weight decay (client_work)
       clustering: ClusteringConfig    GCFL's eps1, eps2, seq_length, standardize (None: the setting's)
       run: RunConfig                  rounds, seeds, client fraction, evaluation/checkpoint periods
@@ -27,6 +27,7 @@ from tff_graph import clustering
 from tff_graph import privacy
 from tff_graph.federated import client_work as cw
 from tff_graph.models import classifiers
+from tff_graph.models import layers
 
 
 MAX_N_RW = 256  # Random-walk steps: the papers use 16; thousands only burn time and memory.
@@ -83,6 +84,18 @@ class ModelConfig:
                                "shortest-path-distance histogram (spd), or rw_dg followed by either (rw_dg_lap, "
                                "rw_dg_spd).",
                                choices=("rw", "dg", "rw_dg", "ones", "lap", "spd", "rw_dg_lap", "rw_dg_spd"))
+  backbone: str | None = _field(None, "Graph convolution of the GIN-family model and of FedStar's feature encoder: "
+                                "gin, gcn, sage or one registered with tff_graph.register_convolution (default: the "
+                                "algorithm's own: sage for fedsage, gin for the others).")
+  structure_backbone: str = _field("gcn", "Graph convolution of FedStar's structure encoder (gcn in the paper; gin, "
+                                   "sage or a registered one). Read by the structure-encoder models only.")
+
+  def __post_init__(self):
+    for name in ("backbone", "structure_backbone"):
+      value = getattr(self, name)
+      if value is not None and value not in layers.CONVOLUTIONS:
+        raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(layers.CONVOLUTIONS)} "
+                         "(or register yours with tff_graph.register_convolution)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,10 +246,12 @@ class ExperimentConfig:
     return {"n_lap": self.data.n_lap if "lap" in parts else 0, "n_spd": self.data.n_spd if "spd" in parts else 0}
 
   def model_spec(self, kind: str, backbone: str, *, feature_dim: int, num_classes: int) -> classifiers.ModelSpec:
-    """The (padded) model of a setting whose widest client has these widths."""
+    """The (padded) model of a setting whose widest client has these widths; `backbone` is the
+    algorithm's convolution, replaced by `model.backbone` when that is set."""
     m = self.model
     return classifiers.ModelSpec(kind=kind, feature_dim=feature_dim, num_classes=num_classes, hidden=m.hidden,
-                                 num_layers=m.num_layers, dropout=m.dropout, backbone=backbone,
+                                 num_layers=m.num_layers, dropout=m.dropout, backbone=m.backbone or backbone,
+                                 structure_backbone=m.structure_backbone,
                                  embedding_type=m.embedding_type, n_rw=self.data.n_rw, n_dg=self.data.n_dg,
                                  **(self.extra_embeddings() if kind == classifiers.DECOUPLED_MODEL else {}))
 

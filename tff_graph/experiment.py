@@ -206,6 +206,16 @@ def unused_options(config: ExperimentConfig, components: Components = Components
       and algo.model_kind != classifiers.DECOUPLED_MODEL):
     unused.append(f"embedding_type={config.model.embedding_type} (read by the structure-encoder models, e.g. fedstar)")
     changes.setdefault("model", {})["embedding_type"] = defaults.model.embedding_type
+  if (config.model.structure_backbone != defaults.model.structure_backbone and components.model_fn is None
+      and algo.model_kind != classifiers.DECOUPLED_MODEL):
+    unused.append(f"structure_backbone={config.model.structure_backbone} (read by the structure-encoder models, "
+                  "e.g. fedstar)")
+    changes.setdefault("model", {})["structure_backbone"] = defaults.model.structure_backbone
+  if components.model_fn is not None:
+    for name in ("backbone", "structure_backbone"):
+      if getattr(config.model, name) != getattr(defaults.model, name):
+        unused.append(f"{name}={getattr(config.model, name)} (a plugged-in model_fn builds its own model)")
+        changes.setdefault("model", {})[name] = getattr(defaults.model, name)
   parts = structure.EmbeddingType(config.model.embedding_type).parts
   for name in ("lap", "spd"):
     if getattr(config.data, f"n_{name}") != getattr(defaults.data, f"n_{name}") and name not in parts:

@@ -30,10 +30,18 @@ class ResultsError(ValueError):
 
 
 def row_label(config: experiment.ExperimentConfig) -> str:
-  """The algorithm, plus ` emb=<type>` when the structure embedding is not the default rw_dg, and the
-  privacy of its aggregation (` dp z=<noise multiplier> clip=<clip>`, ` secagg`) when there is one."""
+  """The algorithm, plus ` emb=<type>` when the structure embedding is not the default rw_dg,
+  ` backbone=<conv>` / ` structure=<conv>` when the model's convolutions are not the algorithm's,
+  ` epochs=<E>` for E != 1 local epochs, and the privacy of its aggregation (` dp z=<noise multiplier>
+  clip=<clip>`, ` secagg`) when there is one."""
   kind = config.model.embedding_type
   label = config.algorithm + ("" if kind == "rw_dg" else f" emb={kind}")
+  if config.model.backbone is not None:
+    label += f" backbone={config.model.backbone}"
+  if config.model.structure_backbone != "gcn":
+    label += f" structure={config.model.structure_backbone}"
+  if config.training.local_epochs != 1:
+    label += f" epochs={config.training.local_epochs}"
   p = config.privacy
   if p.dp_noise_multiplier is not None:
     label += f" dp z={p.dp_noise_multiplier:g} clip={p.dp_clip:g}"

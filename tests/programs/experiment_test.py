@@ -153,6 +153,37 @@ def test_parameter_counts_follow_the_configured_embedding(chem_tiny):
   assert counts["rw"] == (model.parameter_counts()["total"], model.parameter_counts()["structure_encoder"])
 
 
+def test_the_configured_backbones_build_the_model_and_count_its_parameters(chem_tiny):
+  from tff_graph.models import classifiers  # pylint: disable=g-import-not-at-top
+  width = max(c.feature_dim for c in chem_tiny.clients)
+
+  def built(**spec):
+    model = classifiers.build_model(classifiers.ModelSpec(kind="decoupled", feature_dim=width, num_classes=2, **spec))
+    counts = model.parameter_counts()
+    return counts["total"], counts["structure_encoder"]
+
+  fedstar = experiment.parameter_counts(_config("fedstar", setting="chem_tiny"), chem_tiny)
+  assert fedstar == built()  # The paper's: GIN feature encoder, GCN structure encoder.
+  for b in ("gin", "sage"):  # Only the shared structure encoder changes with its backbone.
+    counts = experiment.parameter_counts(_config("fedstar", setting="chem_tiny", model=dict(structure_backbone=b)),
+                                         chem_tiny)
+    assert counts == built(structure_backbone=b) and counts[1] != fedstar[1]
+  for b in ("gcn", "sage"):  # The private feature encoder's: the shared part keeps its size.
+    counts = experiment.parameter_counts(_config("fedstar", setting="chem_tiny", model=dict(backbone=b)), chem_tiny)
+    assert counts == built(backbone=b) and counts[0] != fedstar[0] and counts[1] == fedstar[1]
+  # FedSage is FedAvg with SAGE: --backbone=sage on fedavg builds the same model.
+  assert (experiment.parameter_counts(_config("fedavg", setting="chem_tiny", model=dict(backbone="sage")), chem_tiny)
+          == experiment.parameter_counts(_config("fedsage", setting="chem_tiny"), chem_tiny))
+  with pytest.raises(ValueError, match="unknown structure_backbone 'gat'; choose one of gin, gcn, sage"):
+    _config("fedstar", model=dict(structure_backbone="gat"))
+  with pytest.raises(ValueError, match="fedavg does not use structure_backbone=gin"):
+    experiment.check_options(_config("fedavg", model=dict(structure_backbone="gin")))
+  experiment.check_options(_config("fedavg", model=dict(backbone="gcn")))
+  plugged = experiment.Components(model_fn=lambda seed, client: None)
+  with pytest.raises(ValueError, match="backbone=gcn .a plugged-in model_fn builds its own model"):
+    experiment.check_options(_config("fedavg", model=dict(backbone="gcn")), plugged)
+
+
 def test_runs_recorded_before_the_reference_split_were_on_the_numpy_split(tmp_path, mutag2):
   config = _config("fedavg")
   assert config.data.split == "reference"

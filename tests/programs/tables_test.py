@@ -161,6 +161,21 @@ def test_runs_that_do_not_belong_in_one_table_are_refused(tmp_path):
     results.load_results([tmp_path / "e"])
 
 
+def test_model_and_training_variants_get_their_own_rows_beside_the_papers_numbers(tmp_path):
+  _run(tmp_path / "s1" / "fedstar", "fedstar", 1, [0.8, 0.6])
+  _run(tmp_path / "s1" / "e2", "fedstar", 1, [0.7, 0.6], local_epochs=2)
+  _run(tmp_path / "s1" / "feature_gcn", "fedstar", 1, [0.6, 0.6], backbone="gcn")
+  _run(tmp_path / "s1" / "structure_gin", "fedstar", 1, [0.5, 0.6], structure_backbone="gin", local_epochs=3)
+  labels = {results.row_label(r.config): r for r in results.load_results([tmp_path / "s1"])}
+  assert set(labels) == {"fedstar", "fedstar epochs=2", "fedstar backbone=gcn", "fedstar structure=gin epochs=3"}
+  assert labels["fedstar structure=gin epochs=3"].per_client() == {"0-MUTAG": [0.5], "1-MUTAG": [0.6]}
+  assert results.file_label("fedstar structure=gin epochs=3") == "fedstar_structure_gin_epochs_3"
+  # The paper's local-epochs study (CHEM) is set beside the rows of the same label.
+  chem = anchors.lookup("fedstar", "chem")
+  assert chem["fedavg epochs=2"] == (76.59, None) and chem["gcfl epochs=3"] == (75.88, None)
+  assert chem["fedstar epochs=4"] == (80.58, None)
+
+
 def test_anchors_hold_the_papers_numbers():
   assert anchors.lookup("fedstar", "chem")["fedstar"] == (79.79, 2.44)
   assert anchors.lookup("fedstar", "biochem")["fedstar_share_none"] == (74.08, None)
