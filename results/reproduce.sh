@@ -110,19 +110,29 @@ scaling() {  # Accuracy as CHEM is split over more clients (k shards per dataset
   done
 }
 
+embedding_runs() {  # embedding_runs <folder> <setting> <seed> <embedding>...: FedStar with each structure
+  # embedding, one run folder each (<folder>/emb_<embedding>)
+  local folder=$1 setting=$2 seed=$3; shift 3
+  for emb in "$@"; do
+    train_once "$folder/emb_$emb" --algorithm=fedstar --embedding_type="$emb" --setting="$setting" --seeds="$seed"
+  done
+}
+
+embedding_folders() {  # embedding_folders <folder> <embedding>...: the run folders embedding_runs made
+  local folder=$1; shift
+  for emb in "$@"; do echo "$folder/emb_$emb"; done
+}
+
 ablations() {  # ablations <setting>: FedStar's sharing scope and structure embedding (seeds 1-5)
   local setting=$1
   for s in "${FEDSTAR_SEEDS[@]}"; do
     $PY -m programs.compare --algorithms=fedstar_share_none,fedstar_share_feature,fedstar_share_all \
       --setting="$setting" --seeds="$s" --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/$setting-ablations/seed$s/sharing"
-    for emb in rw dg ones; do
-      train_once "$RUNS/$setting-ablations/seed$s/emb_$emb" --algorithm=fedstar --embedding_type="$emb" \
-        --setting="$setting" --seeds="$s"
-    done
+    embedding_runs "$RUNS/$setting-ablations/seed$s" "$setting" "$s" rw dg ones
     # With the setting's Table 1 local (for gains) and fedstar (structure shared, rw_dg) runs.
     same_seeds=1 table fedstar "$OUT/$setting-ablations" $(for t in "${FEDSTAR_SEEDS[@]}"; do
       echo "$RUNS/$setting/seed$t/local $RUNS/$setting/seed$t/fedstar $RUNS/$setting-ablations/seed$t/sharing"
-      for emb in rw dg ones; do echo "$RUNS/$setting-ablations/seed$t/emb_$emb"; done; done)
+      embedding_folders "$RUNS/$setting-ablations/seed$t" rw dg ones; done)
   done
 }
 
@@ -160,13 +170,10 @@ embeddings() {  # embeddings <setting>: FedStar with the structure embeddings be
   # rw_dg_lap) beside its rw_dg, seeds 1-5; with the setting's Table 1 local and fedstar runs (if run).
   local setting=$1
   for s in "${FEDSTAR_SEEDS[@]}"; do
-    for emb in lap spd rw_dg_lap; do
-      train_once "$RUNS/embeddings/$setting/seed$s/emb_$emb" --algorithm=fedstar --embedding_type="$emb" \
-        --setting="$setting" --seeds="$s"
-    done
+    embedding_runs "$RUNS/embeddings/$setting/seed$s" "$setting" "$s" lap spd rw_dg_lap
     same_seeds=1 table fedstar "$OUT/embeddings/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do
       echo "$RUNS/$setting/seed$t/local $RUNS/$setting/seed$t/fedstar"
-      for emb in lap spd rw_dg_lap; do echo "$RUNS/embeddings/$setting/seed$t/emb_$emb"; done; done)
+      embedding_folders "$RUNS/embeddings/$setting/seed$t" lap spd rw_dg_lap; done)
   done
 }
 
