@@ -156,6 +156,12 @@ class ResultRow:
     return None if self.paper_mean is None else self.mean - self.paper_mean
 
 
+def _natural_key(label: str) -> list:
+  """Sorts numbers inside labels by value (`dp z=4` before `dp z=16`)."""
+  return [(0, float(part), "") if re.fullmatch(r"\d+(\.\d+)?", part) else (1, 0.0, part)
+          for part in re.split(r"(\d+(?:\.\d+)?)", label) if part]
+
+
 def _aggregate(per_client: Mapping[str, Sequence[float]]) -> tuple[float, float]:
   return (float(np.mean([np.mean(v) for v in per_client.values()])) * 100,
           float(np.mean([np.std(v) for v in per_client.values()])) * 100)
@@ -166,7 +172,8 @@ def results_table(results: Sequence[experiment.ExperimentResult], prepared: cach
   """One row per result, in the paper's order (then the algorithm table's); gains vs `local`."""
   order = list(paper or {}) + algorithms.names()
   results = sorted(results, key=lambda r: (order.index(row_label(r.config)) if row_label(r.config) in order
-                                           else order.index(r.config.algorithm) + 0.5, row_label(r.config)))
+                                           else order.index(r.config.algorithm) + 0.5,
+                                           _natural_key(row_label(r.config))))
   rows = []
   base = comparison.comparison_table(results, prepared)
   for r, b in zip(results, base):

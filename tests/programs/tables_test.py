@@ -121,8 +121,15 @@ def test_private_runs_get_their_own_rows_with_the_epsilon_spent_and_a_plot(mutag
     _run(tmp_path / f"s{seed}" / "z0", "fedstar", seed, accuracies, spent=float("inf"), dp_noise_multiplier=0.0,
          dp_clip=0.1, dp_delta=1e-3)
     _run(tmp_path / f"s{seed}" / "sec", "fedstar", seed, accuracies, secure_aggregation=True)
+    for z, spent in ((4.0, 3.5), (16.0, 0.9)):
+      _run(tmp_path / f"s{seed}" / f"z{z:g}", "fedstar", seed, [0.5, 0.5], spent=spent, dp_noise_multiplier=z,
+           dp_clip=0.1, dp_delta=1e-3)
   loaded = results.load_results([tmp_path / "s1", tmp_path / "s2"])
-  rows = {r.label: r for r in results.results_table(loaded, mutag2)}
+  table = results.results_table(loaded, mutag2)
+  # Noise multipliers in numeric order (z=16 after z=4, not before it as text would sort).
+  assert [r.label for r in table] == ["fedstar", "fedstar dp z=0 clip=0.1", "fedstar dp z=1 clip=0.1",
+                                      "fedstar dp z=4 clip=0.1", "fedstar dp z=16 clip=0.1", "fedstar secagg"]
+  rows = {r.label: r for r in table if r.label not in ("fedstar dp z=4 clip=0.1", "fedstar dp z=16 clip=0.1")}
   assert set(rows) == {"fedstar", "fedstar dp z=1 clip=0.1", "fedstar dp z=0 clip=0.1", "fedstar secagg"}
   assert rows["fedstar dp z=1 clip=0.1"].epsilon == 12.5 and rows["fedstar dp z=1 clip=0.1"].delta == 1e-3
   assert rows["fedstar dp z=1 clip=0.1"].mean == pytest.approx(rows["fedstar"].mean - 10.0)
