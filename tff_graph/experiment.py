@@ -202,15 +202,11 @@ def unused_options(config: ExperimentConfig, components: Components = Components
         users = [n for n in algorithms.names() if group in algorithms.get(n).options]
         unused.append(f"{name}={value} (read by {', '.join(users) or 'no registered algorithm'})")
         changes.setdefault(section, {})[name] = default
-  if (config.model.embedding_type != defaults.model.embedding_type and components.model_fn is None
-      and algo.model_kind != classifiers.DECOUPLED_MODEL):
-    unused.append(f"embedding_type={config.model.embedding_type} (read by the structure-encoder models, e.g. fedstar)")
-    changes.setdefault("model", {})["embedding_type"] = defaults.model.embedding_type
-  if (config.model.structure_backbone != defaults.model.structure_backbone and components.model_fn is None
-      and algo.model_kind != classifiers.DECOUPLED_MODEL):
-    unused.append(f"structure_backbone={config.model.structure_backbone} (read by the structure-encoder models, "
-                  "e.g. fedstar)")
-    changes.setdefault("model", {})["structure_backbone"] = defaults.model.structure_backbone
+  if components.model_fn is None and algo.model_kind != classifiers.DECOUPLED_MODEL:
+    for name in ("embedding_type", "structure_backbone"):
+      if getattr(config.model, name) != getattr(defaults.model, name):
+        unused.append(f"{name}={getattr(config.model, name)} (read by the structure-encoder models, e.g. fedstar)")
+        changes.setdefault("model", {})[name] = getattr(defaults.model, name)
   if components.model_fn is not None:
     for name in ("backbone", "structure_backbone"):
       if getattr(config.model, name) != getattr(defaults.model, name):

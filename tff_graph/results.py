@@ -20,6 +20,7 @@ import numpy as np
 
 from data_prep import cache
 from tff_graph import algorithms
+from tff_graph import config as config_lib
 from tff_graph import anchors
 from tff_graph import comparison
 from tff_graph import experiment
@@ -38,7 +39,7 @@ def row_label(config: experiment.ExperimentConfig) -> str:
   label = config.algorithm + ("" if kind == "rw_dg" else f" emb={kind}")
   if config.model.backbone is not None:
     label += f" backbone={config.model.backbone}"
-  if config.model.structure_backbone != "gcn":
+  if config.model.structure_backbone != config_lib.ModelConfig().structure_backbone:
     label += f" structure={config.model.structure_backbone}"
   if config.training.local_epochs != 1:
     label += f" epochs={config.training.local_epochs}"
