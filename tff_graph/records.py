@@ -53,9 +53,11 @@ def record_files(run: pathlib.Path) -> list[pathlib.Path]:
 
 
 def _copy(src: pathlib.Path, dst: pathlib.Path) -> None:
-  """Copies under a temporary name, then renames: a kill while copying leaves the old file (or none)."""
+  """Copies under a temporary name, then renames: a kill while copying leaves the old file (or none).
+  The name is this process's own, so two jobs archiving into the same records at once (two pieces of
+  reproduce.sh) never write or rename each other's half-copied file."""
   dst.parent.mkdir(parents=True, exist_ok=True)
-  tmp = dst.with_name(dst.name + ".tmp")
+  tmp = dst.with_name(f"{dst.name}.{os.getpid()}.tmp")
   shutil.copyfile(src, tmp)
   os.replace(tmp, dst)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -116,3 +118,31 @@ def test_program_archives_and_refuses_bad_requests(runs, tmp_path):
     assert p.returncode == 2 and len(errors) == 1 and message in errors[0] and "Traceback" not in p.stderr, (
         bad, p.stderr)
   assert not (tmp_path / "rec2").exists()
+
+
+def test_two_jobs_archiving_into_the_same_records_at_once_do_not_collide(runs, tmp_path, monkeypatch):
+  # Two reproduce.sh pieces may archive the same finished seeds at the same moment. Replay the worst
+  # interleaving: while this process copies its first file, another process (another pid) archives
+  # everything; each must rename only its own temporary file, and both must leave whole records.
+  root, _ = runs
+  copy = shutil.copyfile
+  nested = []
+
+  def copy_and_let_the_other_job_run(src, dst):
+    out = copy(src, dst)
+    if not nested:
+      nested.append(True)
+      pid = os.getpid()
+      monkeypatch.setattr(records.os, "getpid", lambda: pid + 1)
+      try:
+        records.archive(root, tmp_path / "records")
+      finally:
+        monkeypatch.setattr(records.os, "getpid", lambda: pid)
+    return out
+
+  monkeypatch.setattr(records.shutil, "copyfile", copy_and_let_the_other_job_run)
+  records.archive(root, tmp_path / "records")
+  kept = sorted(p.relative_to(tmp_path / "records") for p in (tmp_path / "records").rglob("*") if p.is_file())
+  assert kept and not [p for p in kept if p.name.endswith(".tmp")]
+  for f in kept:
+    assert (tmp_path / "records" / f).read_bytes() == (root / f).read_bytes()
