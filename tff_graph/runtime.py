@@ -102,7 +102,8 @@ def worker_binary_path() -> pathlib.Path:
   return path
 
 
-def _die_with_parent() -> None:  # Runs in the child between fork and exec.
+def die_with_parent() -> None:
+  """For `preexec_fn`: the child gets its own session and is killed (SIGKILL) when this process dies."""
   os.setsid()
   ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -137,7 +138,7 @@ def start_worker(port: int, *, log_path: str | os.PathLike[str] | None = None,
     return subprocess.Popen(
         [str(worker_binary_path()), f"--port={port}",
          f"--max_concurrent_computation_calls={max_concurrent_calls}"],
-        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
         env=worker_environment())
   finally:
     if log_path:

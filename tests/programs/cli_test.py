@@ -142,12 +142,19 @@ def test_output_folder_of_another_run_is_refused(data_dir, cache_dir, tmp_path):
   assert sorted(p.name for p in out.iterdir()) == ["config.json"]
 
 
+_RUN_FILES = ("final.json", "train_metrics.csv", "eval_metrics.csv")
+
+
 def test_compare_rerun_reuses_finished_algorithms(data_dir, cache_dir, tmp_path):
+  # The first run trains its algorithms in parallel (--parallel=2: one programs.train process each),
+  # the rerun one at a time in-process: the same bits either way.
   out = tmp_path / "cmp"
   cmd = [sys.executable, "-m", "programs.compare", "--algorithms=local,fedavg", "--setting=MUTAG:2",
          "--rounds=2", "--seeds=1", f"--data_dir={data_dir}", f"--cache_dir={cache_dir}", f"--output_dir={out}"]
-  first = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+  first = subprocess.run(cmd + ["--parallel=2"], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
   assert first.returncode == 0, first.stderr[-2000:]
+  assert "local: seed 1  round 2/2" in first.stderr and "fedavg: seed 1  round 2/2" in first.stderr
+  parallel = {f: (out / "fedavg" / "seed_1" / f).read_bytes() for f in _RUN_FILES}
   # As if the comparison had been killed while running fedavg: local finished, fedavg not.
   shutil.rmtree(out / "fedavg")
   stamp = (out / "local" / "seed_1" / "final.json").stat().st_mtime_ns
@@ -156,6 +163,19 @@ def test_compare_rerun_reuses_finished_algorithms(data_dir, cache_dir, tmp_path)
   assert (out / "local" / "seed_1" / "final.json").stat().st_mtime_ns == stamp  # Loaded, not rerun.
   assert again.stdout == first.stdout  # Same table (fedavg rerun from scratch with the same seed).
   assert (out / "fedavg" / "DONE").exists()
+  assert {f: (out / "fedavg" / "seed_1" / f).read_bytes() for f in _RUN_FILES} == parallel
+
+
+def test_compare_parallel_refuses_remote_workers(data_dir, cache_dir, tmp_path):
+  out = tmp_path / "cmp"
+  proc = subprocess.run([sys.executable, "-m", "programs.compare", "--algorithms=local,fedavg", "--setting=MUTAG:2",
+                         "--parallel=2", "--workers=localhost:1", f"--data_dir={data_dir}",
+                         f"--cache_dir={cache_dir}", f"--output_dir={out}"],
+                        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines()[-1] == (
+      "error: --parallel starts a local worker per algorithm: it cannot be combined with --workers=host:port,...")
+  assert not out.exists()
 
 
 def _write_rings(folder: pathlib.Path, graphs: int = 90) -> None:
