@@ -54,7 +54,7 @@ def _ours(job: str, out: pathlib.Path, args) -> tuple[list[str], pathlib.Path]:
                    *common_flags], REPO
   if job == "gcfl_molecules":
     return base + ["programs.compare", "--algorithms=local,fedavg,fedprox,gcfl,gcfl_plus,gcfl_plus_dws",
-                   "--setting=molecules", f"--rounds={args.rounds}", *common_flags], REPO
+                   "--setting=molecules", f"--rounds={args.rounds}", f"--parallel={args.parallel}", *common_flags], REPO
   raise ValueError(job)
 
 
@@ -131,13 +131,17 @@ def main() -> int:
                       "(data, PyG's processed/, the page cache) and is not measured, so a few rounds suffice.")
   p.add_argument("--data_dir", default=os.environ.get("TFF_GRAPH_DATA", str(REPO.parent / "shared/data/TUDataset")))
   p.add_argument("--cache_dir", default=None, help="tff-graph's prepared-data cache (default: a warm one in /tmp).")
+  p.add_argument("--parallel", type=int, default=1,
+                 help="gcfl_molecules: tff-graph's programs.compare --parallel (algorithms run at once, each its own "
+                      "process and worker; the reference runs its six one after another on all cores).")
   p.add_argument("--threads", type=int, default=None, help="OMP/TF intra-op threads for both (default: theirs).")
   args = p.parse_args()
   if not (REFRUN / "venv" / "bin" / "python").exists():
     print(f"error: the reference is not set up at {REFRUN} (bash ../shared/reference/setup.sh)", file=sys.stderr)
     return 2
-  if args.pairs < 1 or args.rounds < 1 or args.rounds_sn < 1 or (args.warmup_rounds is not None and args.warmup_rounds < 1):
-    print("error: --pairs, --rounds, --rounds_sn and --warmup_rounds must be >= 1", file=sys.stderr)
+  if (args.pairs < 1 or args.rounds < 1 or args.rounds_sn < 1 or args.parallel < 1
+      or (args.warmup_rounds is not None and args.warmup_rounds < 1)):
+    print("error: --pairs, --rounds, --rounds_sn, --parallel and --warmup_rounds must be >= 1", file=sys.stderr)
     return 2
   args.cache_dir = args.cache_dir or str(pathlib.Path(tempfile.gettempdir()) / "tff_graph_vs_reference_cache")
   env = {**os.environ, "PYTHONPATH": str(REPO), "REFRUN_SELFTRAIN_EPOCHS": os.environ.get("REFRUN_SELFTRAIN_EPOCHS", "")}
@@ -149,7 +153,8 @@ def main() -> int:
   print(f"the papers' code runs without tff-graph's kernel pins: "
         f"{' '.join(sorted(set(env) - set(cpu_kernels.unpinned(env)))) or '(none were set by tff-graph)'} unset for it")
   print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; rounds {args.rounds} (SN {args.rounds_sn}); "
-        f"{args.pairs} pairs after 1 warm-up pair ({args.warmup_rounds or 'same'} rounds); load average {os.getloadavg()[0]:.2f}")
+        f"{args.pairs} pairs after 1 warm-up pair ({args.warmup_rounds or 'same'} rounds); "
+        f"ours: compare --parallel={args.parallel}; load average {os.getloadavg()[0]:.2f}")
   for job in args.jobs:
     runs = {"ours": [], "theirs": []}
     for i in range(args.pairs + 1):
