@@ -32,6 +32,7 @@
 #
 # Environment: PY (default .venv/bin/python), RUNS (run folders, default runs/results[-<split>]),
 # TFF_GRAPH_DATA (TU zips, default ../shared/data/TUDataset), WORKERS (passed as --workers if set),
+# PARALLEL (passed to programs.compare as --parallel if set: algorithms of a comparison trained at once),
 # SPLIT (default numpy: the split the committed tables used; SPLIT=reference: the papers' own split,
 # tables under results/reference-split/), OUT (where the tables go), RECORDS (default $OUT/records).
 #
@@ -45,6 +46,8 @@ PY=${PY:-.venv/bin/python}
 DATA=${TFF_GRAPH_DATA:-../shared/data/TUDataset}
 EXTRA=()
 [ -n "${WORKERS:-}" ] && EXTRA+=("--workers=$WORKERS")
+PARALLEL_FLAG=()  # programs.compare only: algorithms trained at once (same bits as one at a time)
+[ -n "${PARALLEL:-}" ] && PARALLEL_FLAG+=("--parallel=$PARALLEL")
 # The committed tables were made on tff-graph's earlier NumPy split (their table.md says so); the papers'
 # own split (--split=reference, the programs' default) is for the re-runs of the papers' tables.
 SPLIT=${SPLIT:-numpy}
@@ -81,7 +84,7 @@ train_once() {  # train_once <run folder> <programs.train flags...>: one run, sk
 fedstar_table() {  # fedstar_table <setting>: FedStar's Table 1, seeds 1-5, final-round accuracy
   local setting=$1
   for s in "${FEDSTAR_SEEDS[@]}"; do
-    $PY -m programs.compare --algorithms=local,fedavg,fedprox,fedper,fedsage,gcfl,fedstar \
+    $PY -m programs.compare "${PARALLEL_FLAG[@]}" --algorithms=local,fedavg,fedprox,fedper,fedsage,gcfl,fedstar \
       --setting="$setting" --seeds="$s" --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/$setting/seed$s"
     table fedstar "$OUT/$setting" $(for t in "${FEDSTAR_SEEDS[@]}"; do echo "$RUNS/$setting/seed$t"; done)
   done
@@ -90,11 +93,11 @@ fedstar_table() {  # fedstar_table <setting>: FedStar's Table 1, seeds 1-5, fina
 gcfl_table() {  # gcfl_table <setting> <name>: GCFL's Self-train, FedAvg, FedProx, GCFL, GCFL+, GCFL+dWs
   local setting=$1 name=$2
   for s in "${GCFL_SEEDS[@]}"; do
-    $PY -m programs.compare --algorithms=local,fedavg,fedprox --setting="$setting" --seeds="$s" \
+    $PY -m programs.compare "${PARALLEL_FLAG[@]}" --algorithms=local,fedavg,fedprox --setting="$setting" --seeds="$s" \
       --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/$name/seed$s/baselines"
     # The GCFL family is evaluated every round: its best-snapshot accuracy (the reference's number)
     # caches the accuracies of the round before each split, as the reference does.
-    $PY -m programs.compare --algorithms=gcfl,gcfl_plus,gcfl_plus_dws --setting="$setting" --seeds="$s" \
+    $PY -m programs.compare "${PARALLEL_FLAG[@]}" --algorithms=gcfl,gcfl_plus,gcfl_plus_dws --setting="$setting" --seeds="$s" \
       --eval_every=1 "${COMMON[@]}" --output_dir="$RUNS/$name/seed$s/gcfl"
     table gcfl "$OUT/$name" $(for t in "${GCFL_SEEDS[@]}"; do echo "$RUNS/$name/seed$t/baselines $RUNS/$name/seed$t/gcfl"; done)
   done
@@ -104,7 +107,7 @@ scaling() {  # Accuracy as CHEM is split over more clients (k shards per dataset
   # k = 1: the CHEM table's seed-1 runs of the three algorithms.
   table "" "$OUT/scaling/chem@1" "$RUNS/chem/seed1/fedavg" "$RUNS/chem/seed1/gcfl" "$RUNS/chem/seed1/fedstar"
   for k in 2 4 8 12; do
-    $PY -m programs.compare --algorithms=fedavg,gcfl,fedstar --setting="chem@$k" --seeds=1 \
+    $PY -m programs.compare "${PARALLEL_FLAG[@]}" --algorithms=fedavg,gcfl,fedstar --setting="chem@$k" --seeds=1 \
       --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/scaling/chem@$k"
     table "" "$OUT/scaling/chem@$k" "$RUNS/scaling/chem@$k"
   done
@@ -126,7 +129,7 @@ embedding_folders() {  # embedding_folders <folder> <embedding>...: the run fold
 ablations() {  # ablations <setting>: FedStar's sharing scope and structure embedding (seeds 1-5)
   local setting=$1
   for s in "${FEDSTAR_SEEDS[@]}"; do
-    $PY -m programs.compare --algorithms=fedstar_share_none,fedstar_share_feature,fedstar_share_all \
+    $PY -m programs.compare "${PARALLEL_FLAG[@]}" --algorithms=fedstar_share_none,fedstar_share_feature,fedstar_share_all \
       --setting="$setting" --seeds="$s" --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/$setting-ablations/seed$s/sharing"
     embedding_runs "$RUNS/$setting-ablations/seed$s" "$setting" "$s" rw dg ones
     # With the setting's Table 1 local (for gains) and fedstar (structure shared, rw_dg) runs.
@@ -140,7 +143,7 @@ local_epochs() {  # FedStar paper's local-epochs study on CHEM: FedAvg, GCFL, Fe
   # epochs (1 = the CHEM table's runs), seeds 1-5
   for s in "${FEDSTAR_SEEDS[@]}"; do
     for e in 2 3 4; do
-      $PY -m programs.compare --algorithms=fedavg,gcfl,fedstar --local_epochs="$e" --setting=chem --seeds="$s" \
+      $PY -m programs.compare "${PARALLEL_FLAG[@]}" --algorithms=fedavg,gcfl,fedstar --local_epochs="$e" --setting=chem --seeds="$s" \
         --eval_every=10 "${COMMON[@]}" --output_dir="$RUNS/chem-epochs/seed$s/e$e"
     done
     same_seeds=1 table fedstar "$OUT/chem-epochs" $(for t in "${FEDSTAR_SEEDS[@]}"; do
@@ -188,7 +191,7 @@ privacy() {  # privacy <setting>: FedStar with client-level DP on the shared str
     local base="$RUNS/$setting/seed$s"
     if [ "$setting" != chem ] || [ "${split_flag[*]:-}" != "" ]; then
       base="$RUNS/privacy/$setting/seed$s/plain"
-      $PY -m programs.compare --algorithms=local,fedstar --setting="$setting" --seeds="$s" --eval_every=10 \
+      $PY -m programs.compare "${PARALLEL_FLAG[@]}" --algorithms=local,fedstar --setting="$setting" --seeds="$s" --eval_every=10 \
         "${COMMON[@]}" "${split_flag[@]}" --output_dir="$base"
     fi
     for z in 0 1 4 16; do
