@@ -23,6 +23,7 @@ import pathlib
 import subprocess
 import sys
 import threading
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -99,7 +100,7 @@ def _wait_any(procs: list[subprocess.Popen[str]]) -> int:
     for i, p in enumerate(procs):
       if p.poll() is not None:
         return i
-    threading.Event().wait(0.5)
+    time.sleep(0.5)
 
 
 def main(argv: list[str]) -> int:
@@ -127,13 +128,14 @@ def main(argv: list[str]) -> int:
     code = run_parallel(todo, root, _PARALLEL.value)
     if code != 0:
       return code
-    flags.FLAGS.overwrite = False  # The children replaced what --overwrite asked to replace.
+  # With --parallel the children already replaced what --overwrite asked to replace: only load here.
+  overwrite = common.overwrite() and _PARALLEL.value == 1
 
   def run_all(first: bool) -> list:  # After a restart: finished algorithms load, the others resume.
     for c in configs:
       if c.algorithm not in done:
         done[c.algorithm] = experiment.run_experiment(
-            c, prepared, root / c.algorithm, overwrite=common.overwrite() and first, allow_finished=True,
+            c, prepared, root / c.algorithm, overwrite=overwrite and first, allow_finished=True,
             progress=common.progress_line)
     return [done[c.algorithm] for c in configs]
 
