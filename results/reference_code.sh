@@ -5,7 +5,8 @@
 #   bash results/reference_code.sh [piece ...]    pieces: fedstar-chem, selftrain-chem (FedStar repo,
 #                                                 FedStar / Self-train on CHEM, seeds 1-5; the repo runs
 #                                                 only these two), gcfl-molecules (GCFL repo, its six
-#                                                 algorithms on molecules = CHEM's 7 datasets, seeds 1-5)
+#                                                 algorithms on molecules = CHEM's 7 datasets, GCFL's
+#                                                 seeds 10, 42, 79, 111, 123 as in results/reproduce.sh)
 #
 # Resumable per seed: a seed whose output CSV exists is not run again (the reference code cannot resume
 # a seed; an interrupted seed starts over). Both use the reference's split (seed_dataSplit = 123), which
@@ -31,7 +32,8 @@ keep() {  # keep <piece> <seed>: the seed's raw CSVs into the records (copied, t
   [ -e "$from/DONE" ] && cp "$from/DONE" "$to.tmp/"
   rm -rf "$to" && mv "$to.tmp" "$to"
 }
-SEEDS=(1 2 3 4 5)
+SEEDS=(1 2 3 4 5)  # FedStar's table seeds
+GCFL_SEEDS=(10 42 79 111 123)  # GCFL's (reproduce.sh's molecules table)
 
 fedstar_repo() {  # fedstar_repo <piece> <alg> <result csv>: the FedStar repo's --alg on CHEM, seeds 1-5
   local piece=$1 alg=$2 csv=$3
@@ -47,14 +49,14 @@ fedstar_repo() {  # fedstar_repo <piece> <alg> <result csv>: the FedStar repo's 
   done
 }
 
-gcfl_molecules() {  # GCFL's eps for molecules (tff_graph/clustering.py REFERENCE_THRESHOLDS)
-  for s in "${SEEDS[@]}"; do
+gcfl_molecules() {  # GCFL's eps for molecules (tff_graph/clustering.py REFERENCE_THRESHOLDS), its seeds
+  for s in "${GCFL_SEEDS[@]}"; do
     local out="$OUT/gcfl-molecules/seed$s"
     if [ -e "$RECORDS/gcfl-molecules/seed$s/DONE" ]; then continue; fi
     if [ ! -e "$out/DONE" ]; then
       mkdir -p "$out"
       (cd "$REFRUN/gcfl" && "$PY" main_multiDS.py --data_group molecules --seed "$s" --epsilon1 0.07 --epsilon2 0.28 \
-        --seq_length 5 --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out") > "$out/log.txt" 2>&1
+        --seq_length 5 --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out/raw") > "$out/log.txt" 2>&1
       touch "$out/DONE"
     fi
     keep gcfl-molecules "$s"

@@ -4,9 +4,15 @@ With `--split=reference` every client has the same train/val/test graphs on both
 difference is a difference of the training, not of the data. The papers' programs write, per seed, a
 CSV indexed by client name with a `test_acc` column (`accuracy_<algorithm>_GC.csv`: FedStar's
 `accuracy_fedstar_rw_dg_GC.csv`, GCFL's `accuracy_<alg>_GC.csv`) and `stats_trainData.csv` with each
-client's `#graphs_test`. `load_reference` reads them from `<folder>/seed<s>/raw/<group>/`;
-`compare_clients` sets them beside the final test accuracy of a tff-graph run (`results.load_results`)
-on the seeds both have; `to_markdown` prints the table.
+client's `#graphs_test` beside it. `load_reference` finds them anywhere under `<folder>/seed<s>/raw/`
+(FedStar's repo writes `raw/<group>/`, GCFL's `raw/multiDS-nonOverlap/<group>/eps_<e1>_<e2>/`);
+`compare_clients` sets them beside a tff-graph run (`results.load_results`) on the seeds both have;
+`to_markdown` prints the table.
+
+Which of our numbers is the counterpart: the reference's FedStar, Self-train, FedAvg and FedProx report
+the final round's accuracy (`accuracy="final"`); its GCFL, GCFL+ and GCFL+dWs report each client's best
+cached snapshot (the cluster model cached before each split and at the end, the maximum taken per
+client), which is our GCFL family's `best_snapshot_accuracy` (`accuracy="best_snapshot"`).
 
 The model seeds are the same numbers on both sides but not the same initial weights (PyTorch vs
 TensorFlow generators), so per client the spread over seeds on either side is the scale a difference
@@ -64,7 +70,7 @@ def load_reference(folder: str | pathlib.Path, algorithm: str) -> ReferenceRuns:
     m = re.fullmatch(r"seed(\d+)", seed_dir.name)
     if not m:
       continue
-    found = sorted(seed_dir.glob(f"raw/*/accuracy_{algorithm}_GC.csv"))
+    found = sorted(seed_dir.glob(f"raw/**/accuracy_{algorithm}_GC.csv"))
     if not found:
       continue  # Not finished (the reference writes its CSV at the end).
     if len(found) > 1:
@@ -78,7 +84,7 @@ def load_reference(folder: str | pathlib.Path, algorithm: str) -> ReferenceRuns:
     test_graphs = counts
   if not accuracy:
     raise ReferenceError(f"no finished seed of {algorithm!r} under {folder} "
-                         f"(seed<s>/raw/<group>/accuracy_{algorithm}_GC.csv)")
+                         f"(seed<s>/raw/.../accuracy_{algorithm}_GC.csv)")
   for seed, acc in accuracy.items():
     if set(acc) != set(test_graphs):
       raise ReferenceError(f"seed {seed}: clients {sorted(acc)} differ from stats_trainData.csv's {sorted(test_graphs)}")
@@ -111,9 +117,22 @@ def _their_name(client_id: str, names: Sequence[str]) -> str:
   raise ReferenceError(f"client {client_id} has no counterpart in the reference output ({', '.join(names)})")
 
 
-def compare_clients(ours: experiment.ExperimentResult, theirs: ReferenceRuns
+ACCURACIES = ("final", "best_snapshot")
+
+
+def _ours(seed: experiment.SeedResult, cid: str, accuracy: str) -> float:
+  if accuracy == "final":
+    return seed.final[cid]["test_accuracy"]
+  return seed.gcfl["best_snapshot_accuracy"][cid]
+
+
+def compare_clients(ours: experiment.ExperimentResult, theirs: ReferenceRuns, accuracy: str = "final"
                     ) -> tuple[tuple[int, ...], list[ClientComparison]]:
-  """(the common seeds, one row per client in our client order)."""
+  """(the common seeds, one row per client in our client order); `accuracy`: which of ours (ACCURACIES)."""
+  if accuracy not in ACCURACIES:
+    raise ReferenceError(f"unknown accuracy {accuracy!r} (one of {', '.join(ACCURACIES)})")
+  if accuracy == "best_snapshot" and not all(s.gcfl and "best_snapshot_accuracy" in s.gcfl for s in ours.seeds):
+    raise ReferenceError(f"the {ours.config.algorithm} runs have no best-snapshot accuracy (GCFL-family runs only)")
   seeds = tuple(sorted({s.seed for s in ours.seeds} & set(theirs.accuracy)))
   if not seeds:
     raise ReferenceError(f"no seed is finished on both sides (ours {[s.seed for s in ours.seeds]}, "
@@ -129,7 +148,7 @@ def compare_clients(ours: experiment.ExperimentResult, theirs: ReferenceRuns
     name = matched[cid]
     rows.append(ClientComparison(
         cid, theirs.test_graphs[name],
-        tuple(100 * by_seed[s].final[cid]["test_accuracy"] for s in seeds),
+        tuple(100 * _ours(by_seed[s], cid, accuracy) for s in seeds),
         tuple(100 * theirs.accuracy[s][name] for s in seeds)))
   return seeds, rows
 

@@ -100,3 +100,31 @@ def test_program_writes_the_table_and_refuses_runs_on_another_split(both_sides, 
                        env=env, capture_output=True, text=True, timeout=300)
   assert bad.returncode == 2 and "the runs use the numpy split" in bad.stderr
   assert not (tmp_path / "no.md").exists()
+
+
+def test_gcfl_repo_layout_is_found_and_compared_with_our_best_snapshots(tmp_path):
+  """The GCFL repo nests its CSVs deeper and reports each client's best snapshot, not the final round."""
+  ours = tmp_path / "ours"
+  _run(ours / "seed10", "gcfl", 10, [0.5, 0.6], best=[0.8, 0.9], split="reference")
+  theirs = tmp_path / "theirs"
+  nested = theirs / "seed10" / "raw" / "multiDS-nonOverlap" / "molecules" / "eps_0.07_0.28"
+  nested.mkdir(parents=True)
+  (nested / "accuracy_gcfl_GC.csv").write_text(",test_acc\n0-MUTAG,0.7\n1-MUTAG,0.7\n")
+  (nested / "stats_trainData.csv").write_text(",#graphs_train,#graphs_test\n0-MUTAG,40.0,10.0\n1-MUTAG,80.0,20.0\n")
+  reference = reference_runs.load_reference(theirs, "gcfl")
+  assert reference.accuracy == {10: {"0-MUTAG": 0.7, "1-MUTAG": 0.7}}
+  loaded = results.load_results([ours])[0]
+  _, best = reference_runs.compare_clients(loaded, reference, "best_snapshot")
+  assert [r.ours for r in best] == [pytest.approx((80.0,)), pytest.approx((90.0,))]
+  _, final = reference_runs.compare_clients(loaded, reference)
+  assert [r.ours for r in final] == [pytest.approx((50.0,)), pytest.approx((60.0,))]
+  fedavg = tmp_path / "fedavg"
+  _run(fedavg / "seed10", "fedavg", 10, [0.5, 0.6], split="reference")
+  with pytest.raises(reference_runs.ReferenceError, match="fedavg runs have no best-snapshot accuracy"):
+    reference_runs.compare_clients(results.load_results([fedavg])[0], reference, "best_snapshot")
+  env = {**os.environ, "PYTHONPATH": str(REPO)}
+  proc = subprocess.run([sys.executable, "-m", "programs.reference_clients", f"--runs={ours}", f"--reference={theirs}",
+                         "--reference_algorithm=gcfl", "--our_accuracy=best_snapshot"], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "best-snapshot test accuracy" in proc.stdout and "| 1-MUTAG | 20 | 90.00 ± 0.00 | 70.00 ± 0.00 | +20.00 | +4.0 |" in proc.stdout
