@@ -2,11 +2,14 @@ r"""Heterogeneity analysis of a setting (GCFL paper, Section 3): tables and heat
 
 Writes to --output_dir: properties.csv/.md (graph properties vs G(n, m) random graphs, with p-values),
 structure.csv / feature.csv (client x client mean heterogeneity), summary.md (within dataset, within
-domain, across domains), heatmap_structure.png / heatmap_feature.png and, with --run_dir pointing at a
-GCFL-family run folder of the same setting, within_clusters.csv (within-cluster vs all-client
-heterogeneity per seed, the paper's Figure 3).
+domain, across domains), heatmap_structure.png / heatmap_feature.png and, with --run_dir naming
+GCFL-family run folders of the same setting (one per algorithm and seed, or one folder holding several
+seeds), within_clusters.csv (within-cluster vs all-client heterogeneity of each run's final clusters),
+within_clusters.md (mean ± std over the seeds per algorithm) and within_clusters.png (the paper's
+Figure 3).
 
   python -m programs.heterogeneity --setting=molecules --output_dir=results/heterogeneity-molecules
+  python -m programs.heterogeneity --setting=molecules --run_dir=runs/.../seed10/gcfl/gcfl,runs/.../seed42/gcfl/gcfl
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ _LENGTH = flags.DEFINE_integer("walk_length", 5, "Steps of each anonymous walk."
 _WALKS = flags.DEFINE_integer("num_walks", 500, "Anonymous walks sampled per graph.", lower_bound=1)
 _BINS = flags.DEFINE_integer("bins", 20, "Bins of the linked-feature similarity histogram.", lower_bound=2)
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of every sample (graphs, walks, random twins).")
-_RUN_DIR = flags.DEFINE_string("run_dir", None, "A GCFL-family run folder of this setting (optional).")
+_RUN_DIR = flags.DEFINE_list("run_dir", [], "GCFL-family run folders of this setting (optional): their final "
+                             "clusters give within_clusters.csv/.md/.png.")
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Output folder (default: results/heterogeneity-<setting>).")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "TU data folder (default: $TFF_GRAPH_DATA).")
 _CACHE_DIR = flags.DEFINE_string("cache_dir", None, "Prepared-data cache (default: $TFF_GRAPH_CACHE).")
@@ -70,17 +74,74 @@ def _matrix_csv(path: pathlib.Path, names: list[str], matrix: np.ndarray) -> Non
   path.write_text("\n".join(rows) + "\n")
 
 
+class _RunError(ValueError):
+  pass
+
+
+def _gcfl_runs(folders: list[str], setting: str) -> list[tuple[config_lib.ExperimentConfig | None, pathlib.Path]]:
+  """(config or None for a folder without one, final.json) of every finished seed of the run folders."""
+  found = []
+  for folder in map(pathlib.Path, folders):
+    finals = sorted(folder.glob("seed_*/final.json"))
+    if not finals:
+      raise _RunError(f"--run_dir {folder} has no finished seed (seed_*/final.json)")
+    config = None
+    if (folder / "config.json").is_file():
+      config = config_lib.ExperimentConfig.from_dict(json.loads((folder / "config.json").read_text()))
+      if config.setting != setting:
+        raise _RunError(f"--run_dir {folder} is a run on {config.setting}, not --setting={setting}")
+    for final in finals:
+      if not (json.loads(final.read_text()).get("gcfl") or {}).get("clusters"):
+        raise _RunError(f"{final} has no clusters (not a GCFL-family run)")
+      found.append((config, final))
+  return found
+
+
+def _within_outputs(out: pathlib.Path, measured: list[tuple]) -> None:
+  """within_clusters.csv (every run), .md (mean ± std over seeds per algorithm), .png (GCFL Fig. 3)."""
+  rows = ["algorithm,seed,measure,within_clusters,all_clients,clusters"]
+  rows += [f"{a},{s},{m},{w:.4f},{o:.4f},\"{c}\"" for a, s, m, w, o, c in measured]
+  (out / "within_clusters.csv").write_text("\n".join(rows) + "\n")
+  algorithms = list(dict.fromkeys(a for a, *_ in measured))
+  summary = {(a, m): np.array([(w, o) for a2, _, m2, w, o, _ in measured if (a2, m2) == (a, m)])
+             for a in algorithms for m in ("structure", "feature")}
+  lines = ["| algorithm | measure | seeds | within clusters | all clients |", "|---|---|---|---|---|"]
+  for (a, m), v in summary.items():
+    lines.append(f"| {a} | {m} | {len(v)} | {np.nanmean(v[:, 0]):.3f} ± {np.nanstd(v[:, 0]):.3f} | "
+                 f"{v[:, 1].mean():.3f} ± {v[:, 1].std():.3f} |")
+  (out / "within_clusters.md").write_text("\n".join(lines) + "\n")
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, axes = plt.subplots(1, 2, figsize=(4 + 1.5 * len(algorithms), 3.5))
+  x = np.arange(len(algorithms))
+  for ax, m in zip(axes, ("structure", "feature")):
+    for k, (label, column) in enumerate((("within clusters", 0), ("all clients", 1))):
+      v = [summary[(a, m)][:, column] for a in algorithms]
+      ax.bar(x + (k - 0.5) * 0.38, [np.nanmean(e) for e in v], 0.38, yerr=[np.nanstd(e) for e in v],
+             label=label, capsize=3)
+    ax.set_xticks(x, algorithms)
+    ax.set_title(f"{m} heterogeneity")
+  axes[0].legend(fontsize=8)
+  fig.tight_layout()
+  tmp = out / ".within_clusters.tmp.png"
+  fig.savefig(tmp, dpi=100)
+  plt.close(fig)
+  tmp.replace(out / "within_clusters.png")
+
+
 def main(argv: list[str]) -> int:
   del argv
   start = time.perf_counter()
   try:
-    split = _SPLIT.value
-    if _RUN_DIR.value and (pathlib.Path(_RUN_DIR.value) / "config.json").is_file():
-      split = config_lib.ExperimentConfig.from_dict(
-          json.loads((pathlib.Path(_RUN_DIR.value) / "config.json").read_text())).data.split
+    runs = _gcfl_runs(_RUN_DIR.value, _SETTING.value)
+    splits = {c.data.split for c, _ in runs if c is not None}
+    if len(splits) > 1:
+      raise partition.SettingError(f"--run_dir mixes runs on the {' and '.join(sorted(splits))} splits")
+    split = splits.pop() if splits else _SPLIT.value
     prepared = cache.prepare_setting(_SETTING.value, data_dir=_DATA_DIR.value, cache_dir=_CACHE_DIR.value,
                                      split=split)
-  except (tu.TUFormatError, partition.SettingError) as e:
+  except (tu.TUFormatError, partition.SettingError, _RunError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   out = pathlib.Path(_OUTPUT_DIR.value or f"results/heterogeneity-{_SETTING.value.replace(':', '_')}")
@@ -112,15 +173,20 @@ def main(argv: list[str]) -> int:
     if prepared.setting.one_client_per_dataset:
       s = het.domain_summary([c.dataset for c in prepared.clients], m)
       summary.append(f"| {label} | {s['within_dataset']:.3f} | {s['within_domain']:.3f} | {s['across_domains']:.3f} |")
-  if _RUN_DIR.value:
-    rows = ["seed,measure,within_clusters,all_clients,clusters"]
-    for final in sorted(pathlib.Path(_RUN_DIR.value).glob("seed_*/final.json")):
+  if runs:
+    measured = []  # (algorithm, seed folder, measure, within, all, clusters)
+    for config, final in runs:
+      algorithm = config.algorithm if config is not None else final.parent.parent.name
       clusters = json.loads(final.read_text())["gcfl"]["clusters"]
+      unknown = sorted({cid for members in clusters for cid in members} - set(names))
+      if unknown:
+        print(f"error: {final}: clients {unknown} are not clients of {_SETTING.value}", file=sys.stderr)
+        return 2
       index = [[names.index(cid) for cid in members] for members in clusters]
       for label, measure in (("structure", het.structure_measure), ("feature", het.feature_measure)):
         within, overall = het.within_vs_all(groups, index, measure)
-        rows.append(f"{final.parent.name},{label},{within:.4f},{overall:.4f},\"{clusters}\"")
-    (out / "within_clusters.csv").write_text("\n".join(rows) + "\n")
+        measured.append((algorithm, final.parent.name, label, within, overall, clusters))
+    _within_outputs(out, measured)
   config = {"setting": _SETTING.value, "graphs_per_client": _GRAPHS.value, "walk_length": _LENGTH.value,
             "num_walks": _WALKS.value, "bins": _BINS.value, "seed": _SEED.value,
             "seconds": round(time.perf_counter() - start, 1),

@@ -27,7 +27,8 @@
 # the Table 1 piece's rw_dg runs (results/<split>/embeddings/<setting>); privacy-chem, privacy-chem12 =
 # FedStar with client-level DP (accuracy vs epsilon) and secure aggregation on CHEM and CHEM@12 (84
 # clients; NumPy split) (results/<split>/privacy/<setting>); figures = the papers' figures from the run
-# folders that exist (results/<split>/figures, programs.figures); scaling = FedAvg, GCFL, FedStar on CHEM split
+# folders that exist (results/<split>/figures, programs.figures; GCFL Fig. 3 from the GCFL tables' runs:
+# results/<split>/heterogeneity-<name>, programs.heterogeneity); scaling = FedAvg, GCFL, FedStar on CHEM split
 # into k = 1, 2, 4, 8, 12 shards per dataset (7 ... 84 clients), seed 1.
 #
 # Environment: PY (default .venv/bin/python), RUNS (run folders, default runs/results[-<split>]),
@@ -235,6 +236,18 @@ figures() {  # The papers' figures from whatever run folders of the pieces above
           --title="$algorithm on $name (seed ${GCFL_SEEDS[0]}): gradient norms, splits marked"
       fi
     done
+  done
+  # GCFL Fig. 3: structure and feature heterogeneity within the final clusters of every GCFL / GCFL+ run
+  # vs between all clients (-> heterogeneity-<name>/, with the setting's heatmaps and property tables)
+  for pair in molecules=molecules gcfl-biochem=biochem gcfl-mix=mix gcfl-proteins=PROTEINS:10 \
+              gcfl-imdb=IMDB-BINARY:10 gcfl-nci1=NCI1:30 gcfl-nci1-overlap=NCI1:30:overlap; do
+    name=${pair%%=*}
+    have=$(for s in "${GCFL_SEEDS[@]}"; do for algorithm in gcfl gcfl_plus; do
+             if [ -e "$RUNS/$name/seed$s/gcfl/$algorithm/seed_$s/final.json" ]; then
+               echo "$RUNS/$name/seed$s/gcfl/$algorithm"; fi; done; done | paste -sd,)
+    [ -n "$have" ] || continue
+    $PY -m programs.heterogeneity --setting="${pair#*=}" --run_dir="$have" "--data_dir=$DATA" \
+      --output_dir="$OUT/heterogeneity-$name" > /dev/null || echo "note: no heterogeneity-$name" >&2
   done
   run="$RUNS/chem/seed1/gcfl/seed_1"  # GCFL Fig. 1 on FedStar's CHEM table run, if there
   if [ -e "$run/final.json" ]; then
