@@ -141,6 +141,11 @@ def main(argv: list[str]) -> int:
     split = splits.pop() if splits else _SPLIT.value
     prepared = cache.prepare_setting(_SETTING.value, data_dir=_DATA_DIR.value, cache_dir=_CACHE_DIR.value,
                                      split=split)
+    for _, final in runs:  # Checked before anything is written.
+      unknown = sorted({cid for members in json.loads(final.read_text())["gcfl"]["clusters"] for cid in members}
+                       - {c.client_id for c in prepared.clients})
+      if unknown:
+        raise _RunError(f"{final}: clients {unknown} are not clients of {_SETTING.value}")
   except (tu.TUFormatError, partition.SettingError, _RunError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -178,10 +183,6 @@ def main(argv: list[str]) -> int:
     for config, final in runs:
       algorithm = config.algorithm if config is not None else final.parent.parent.name
       clusters = json.loads(final.read_text())["gcfl"]["clusters"]
-      unknown = sorted({cid for members in clusters for cid in members} - set(names))
-      if unknown:
-        print(f"error: {final}: clients {unknown} are not clients of {_SETTING.value}", file=sys.stderr)
-        return 2
       index = [[names.index(cid) for cid in members] for members in clusters]
       for label, measure in (("structure", het.structure_measure), ("feature", het.feature_measure)):
         within, overall = het.within_vs_all(groups, index, measure)

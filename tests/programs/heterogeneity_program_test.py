@@ -73,6 +73,9 @@ def test_runs_of_several_algorithms_and_seeds_are_summarised_and_bad_runs_refuse
   _gcfl_run(runs / "other", "gcfl", 1, [["0-MUTAG", "1-MUTAG"]], setting="MUTAG:2")
   bad = run(f"--run_dir={runs / 'other'}", f"--output_dir={tmp_path / 'bad'}")
   assert bad.returncode == 2 and "is a run on MUTAG:2, not --setting=MUTAG:3" in bad.stderr
+  _gcfl_run(runs / "stranger", "gcfl", 1, [["0-MUTAG", "7-PTC_MR"]])
+  bad = run(f"--run_dir={runs / 'stranger'}", f"--output_dir={tmp_path / 'bad'}")
+  assert bad.returncode == 2 and "clients ['7-PTC_MR'] are not clients of MUTAG:3" in bad.stderr
   (runs / "fedavg" / "seed_1").mkdir(parents=True)
   (runs / "fedavg" / "seed_1" / "final.json").write_text(json.dumps({"final": {}, "curve": [], "gcfl": None}))
   bad = run(f"--run_dir={runs / 'fedavg'}", f"--output_dir={tmp_path / 'bad'}")
