@@ -78,8 +78,9 @@ class _RunError(ValueError):
   pass
 
 
-def _gcfl_runs(folders: list[str], setting: str) -> list[tuple[config_lib.ExperimentConfig | None, pathlib.Path]]:
-  """(config or None for a folder without one, final.json) of every finished seed of the run folders."""
+def _gcfl_runs(folders: list[str], setting: str
+               ) -> list[tuple[config_lib.ExperimentConfig | None, pathlib.Path, list[list[str]]]]:
+  """(config or None for a folder without one, final.json, its final clusters) of every finished seed."""
   found = []
   for folder in map(pathlib.Path, folders):
     finals = sorted(folder.glob("seed_*/final.json"))
@@ -91,9 +92,10 @@ def _gcfl_runs(folders: list[str], setting: str) -> list[tuple[config_lib.Experi
       if config.setting != setting:
         raise _RunError(f"--run_dir {folder} is a run on {config.setting}, not --setting={setting}")
     for final in finals:
-      if not (json.loads(final.read_text()).get("gcfl") or {}).get("clusters"):
+      clusters = (json.loads(final.read_text()).get("gcfl") or {}).get("clusters")
+      if not clusters:
         raise _RunError(f"{final} has no clusters (not a GCFL-family run)")
-      found.append((config, final))
+      found.append((config, final, clusters))
   return found
 
 
@@ -135,15 +137,14 @@ def main(argv: list[str]) -> int:
   start = time.perf_counter()
   try:
     runs = _gcfl_runs(_RUN_DIR.value, _SETTING.value)
-    splits = {c.data.split for c, _ in runs if c is not None}
+    splits = {c.data.split for c, _, _ in runs if c is not None}
     if len(splits) > 1:
       raise partition.SettingError(f"--run_dir mixes runs on the {' and '.join(sorted(splits))} splits")
     split = splits.pop() if splits else _SPLIT.value
     prepared = cache.prepare_setting(_SETTING.value, data_dir=_DATA_DIR.value, cache_dir=_CACHE_DIR.value,
                                      split=split)
-    for _, final in runs:  # Checked before anything is written.
-      unknown = sorted({cid for members in json.loads(final.read_text())["gcfl"]["clusters"] for cid in members}
-                       - {c.client_id for c in prepared.clients})
+    for _, final, clusters in runs:  # Checked before anything is written.
+      unknown = sorted({cid for members in clusters for cid in members} - {c.client_id for c in prepared.clients})
       if unknown:
         raise _RunError(f"{final}: clients {unknown} are not clients of {_SETTING.value}")
   except (tu.TUFormatError, partition.SettingError, _RunError) as e:
@@ -171,8 +172,9 @@ def main(argv: list[str]) -> int:
       "| client | property | real | G(n, m) | p-value |\n|---|---|---|---|---|\n" + "".join(
           f"| {c} | {n} | {a:.3f} | {b:.3f} | {p:.2g} |\n" for c, n, a, b, p in prop_rows))
   summary = ["| measure | within dataset | within domain | across domains |", "|---|---|---|---|"]
+  matrices = {}
   for label, measure in (("structure", het.structure_measure), ("feature", het.feature_measure)):
-    m = het.pairwise_matrix(groups, measure)
+    m = matrices[label] = het.pairwise_matrix(groups, measure)
     _matrix_csv(out / f"{label}.csv", names, m)
     _heatmap(out / f"heatmap_{label}.png", names, m, f"{label} heterogeneity ({_SETTING.value})")
     if prepared.setting.one_client_per_dataset:
@@ -180,12 +182,11 @@ def main(argv: list[str]) -> int:
       summary.append(f"| {label} | {s['within_dataset']:.3f} | {s['within_domain']:.3f} | {s['across_domains']:.3f} |")
   if runs:
     measured = []  # (algorithm, seed folder, measure, within, all, clusters)
-    for config, final in runs:
+    for config, final, clusters in runs:
       algorithm = config.algorithm if config is not None else final.parent.parent.name
-      clusters = json.loads(final.read_text())["gcfl"]["clusters"]
       index = [[names.index(cid) for cid in members] for members in clusters]
-      for label, measure in (("structure", het.structure_measure), ("feature", het.feature_measure)):
-        within, overall = het.within_vs_all(groups, index, measure)
+      for label, m in matrices.items():  # The matrices above: not recomputed per run.
+        within, overall = het.within_vs_all_of(m, index)
         measured.append((algorithm, final.parent.name, label, within, overall, clusters))
     _within_outputs(out, measured)
   config = {"setting": _SETTING.value, "graphs_per_client": _GRAPHS.value, "walk_length": _LENGTH.value,

@@ -246,8 +246,12 @@ def within_vs_all(groups: Sequence[Sequence[GraphProfile]], clusters: Sequence[S
 
   Computed on the client-level matrix's off-diagonal entries (GCFL Figure 3's comparison).
   """
-  m = pairwise_matrix(groups, measure)
-  k = len(groups)
+  return within_vs_all_of(pairwise_matrix(groups, measure), clusters)
+
+
+def within_vs_all_of(m: np.ndarray, clusters: Sequence[Sequence[int]]) -> tuple[float, float]:
+  """`within_vs_all` from an already computed client x client matrix (`pairwise_matrix`)."""
+  k = len(m)
   all_pairs = [m[i, j] for i in range(k) for j in range(i + 1, k)]
   within = [m[i, j] for c in clusters for i, j in itertools.combinations(sorted(c), 2)]
   return (float(np.mean(within)) if within else float("nan"), float(np.mean(all_pairs)))
