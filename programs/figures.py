@@ -8,6 +8,8 @@ r"""Draws the papers' figures from finished run folders (`tff_graph.figures`).
   python -m programs.figures --kind=gradient_norms --runs=runs/.../gcfl/seed_10 --output=...png
   # GCFL Appendix D: per-client accuracy distribution per algorithm
   python -m programs.figures --kind=violin --runs=... --output=...png
+  # FedStar's scaling figure: average final test accuracy against the number of clients (CHEM@k runs)
+  python -m programs.figures --kind=scaling --runs=runs/.../scaling/seed1/chem@1,... --output=...png
 
 Prints what it drew (per algorithm: seeds and the last value; or the split rounds) and writes the PNG
 through a temporary file (never half a file); bad runs or flags: one line on stderr, exit code 2.
@@ -27,7 +29,7 @@ from absl import flags  # noqa: E402
 from programs import cli  # noqa: E402
 from tff_graph import figures  # noqa: E402
 
-_KIND = flags.DEFINE_enum("kind", None, ["convergence", "gradient_norms", "violin"], "Which figure.", required=True)
+_KIND = flags.DEFINE_enum("kind", None, ["convergence", "gradient_norms", "violin", "scaling"], "Which figure.", required=True)
 _RUNS = flags.DEFINE_list("runs", None, "Run folders or comparison folders (gradient_norms: one seed_<s> folder "
                           "of a GCFL-family run).", required=True)
 _OUTPUT = flags.DEFINE_string("output", None, "The PNG to write.", required=True)
@@ -60,6 +62,10 @@ def main(argv: list[str]) -> int:
                                      title=_TITLE.value)
       print(f"{len(drawn['norms'])} clients, {len(drawn['round'])} rounds, splits at rounds "
             f"{[r for r, _ in drawn['splits']] or 'none'}")
+    elif _KIND.value == "scaling":
+      for label, s in figures.scaling(_RUNS.value, tmp, title=_TITLE.value).items():
+        print(f"{label}: " + ", ".join(f"{n} clients {m:.2f} ± {d:.2f} ({k} seeds)" for n, m, d, k in
+                                        zip(s["clients"], s["mean"], s["std"], s["seeds"])))
     else:
       data = figures.violins(_RUNS.value, tmp, title=_TITLE.value)
       for label, v in data.items():

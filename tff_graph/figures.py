@@ -6,7 +6,9 @@
 * `gradient_norms`: every client's per-round norm sequence of one GCFL run (`last_grad_norm`, or the
   update norm GCFL+dWs uses) with the rounds of its cluster splits marked (GCFL Fig. 1);
 * `violins`: the distribution over clients of each client's final test accuracy (mean over seeds),
-  per algorithm (GCFL Appendix D).
+  per algorithm (GCFL Appendix D);
+* `scaling`: the average final test accuracy against the number of clients the setting splits the
+  same data into (FedStar's CHEM@k sweep), per algorithm, mean ± std over seeds.
 
 Run folders are the ones `programs.train` / `programs.compare` write (as for `tff_graph.results`);
 only finished seeds (`seed_<s>/final.json`) are used, rows are labelled by `results.row_label`.
@@ -21,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from data_prep import partition
 from tff_graph import experiment
 from tff_graph import results
 
@@ -158,3 +161,58 @@ def violins(folders: Sequence[str | pathlib.Path], path: str | pathlib.Path, *,
   fig.savefig(path, dpi=120)
   plt.close(fig)
   return data
+
+
+def scaling(folders: Sequence[str | pathlib.Path], path: str | pathlib.Path, *,
+            title: str | None = None) -> dict[str, dict[str, np.ndarray]]:
+  """Per row label: the client counts of its runs and, at each, the mean and std over seeds of the
+  seed's average final test accuracy over all clients (%); every seed's count is its final.json's.
+
+  A client count reached by only some of a label's runs is drawn with the seeds it has ("seeds" holds
+  how many); a label whose runs all hold one client count is refused (no curve to draw).
+  """
+  points: dict[str, dict[int, list[float]]] = {}
+  data: dict[tuple, pathlib.Path] = {}  # (datasets, split) -> a run with them: one for the whole figure
+  for label, seeds in finished_seeds(folders).items():
+    for s in seeds:
+      record = json.loads((s.parent / "config.json").read_text())
+      record.pop("components", None)
+      d = experiment.ExperimentConfig.from_dict(record).data
+      key = (tuple(sorted(partition.parse_setting(d.setting).datasets)), d.split)
+      data.setdefault(key, s.parent)
+      if len(data) > 1:
+        (a, first), (b, other) = list(data.items())[:2]
+        raise FigureError(f"a scaling curve splits the same data over more clients, but {first} holds "
+                          f"{', '.join(a[0])} ({a[1]} split) and {other} {', '.join(b[0])} ({b[1]} split)")
+      final = json.loads((s / "final.json").read_text())["final"]
+      points.setdefault(label, {}).setdefault(len(final), []).append(
+          float(np.mean([c["test_accuracy"] for c in final.values()])) * 100)
+  series = {}
+  for label, by_count in points.items():
+    if len(by_count) < 2:
+      raise FigureError(f"{label}: every run has {next(iter(by_count))} clients; a scaling curve needs runs "
+                        "of the same data split over different numbers of clients")
+    counts = sorted(by_count)
+    series[label] = {"clients": np.array(counts),
+                     "mean": np.array([np.mean(by_count[n]) for n in counts]),
+                     "std": np.array([np.std(by_count[n]) for n in counts]),
+                     "seeds": np.array([len(by_count[n]) for n in counts])}
+  plt = _plt()
+  fig, ax = plt.subplots(figsize=(6.4, 4.2))
+  for label, s in series.items():
+    ax.errorbar(s["clients"], s["mean"], yerr=s["std"], marker="o", capsize=3,
+                label=f"{label} ({int(s['seeds'].min())}-{int(s['seeds'].max())} seeds per point)"
+                if s["seeds"].min() != s["seeds"].max() else f"{label} ({int(s['seeds'][0])} seeds)")
+  counts = sorted({int(n) for s in series.values() for n in s["clients"]})
+  ax.set_xscale("log")
+  ax.set_xticks(counts, [str(n) for n in counts])
+  ax.minorticks_off()
+  ax.set_xlabel("clients")
+  ax.set_ylabel("average final test accuracy (%), mean ± std over seeds")
+  if title:
+    ax.set_title(title)
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return series

@@ -23,14 +23,16 @@ def _write_csv(path: pathlib.Path, rows: list[dict]) -> None:
   path.write_text("\n".join([",".join(keys)] + [",".join(str(r[k]) for k in keys) for r in rows]) + "\n")
 
 
-def _run(folder: pathlib.Path, algorithm: str, seed: int, curve: dict[int, float], final, *, splits=None):
+def _run(folder: pathlib.Path, algorithm: str, seed: int, curve: dict[int, float], final, *, splits=None,
+         setting="MUTAG:2", split="reference"):
   folder.mkdir(parents=True)
   (folder / "config.json").write_text(experiment.ExperimentConfig.from_dict(
-      dict(algorithm=algorithm, setting="MUTAG:2", rounds=30, seeds=[seed])).to_json())
+      dict(algorithm=algorithm, setting=setting, split=split, rounds=30, seeds=[seed])).to_json())
   s = folder / f"seed_{seed}"
   s.mkdir()
   gcfl = None if splits is None else {"splits": splits, "best_snapshot_accuracy": {}}
-  (s / "final.json").write_text(json.dumps({"final": {c: {"test_accuracy": a} for c, a in zip(CLIENTS, final)},
+  clients = CLIENTS if len(final) == 2 else [f"{i}-MUTAG" for i in range(len(final))]
+  (s / "final.json").write_text(json.dumps({"final": {c: {"test_accuracy": a} for c, a in zip(clients, final)},
                                             "curve": [], "gcfl": gcfl}))
   eval_rows = [{"round": r, "average/test_accuracy": a, "average/test_loss": 1 - a} for r, a in curve.items()]
   _write_csv(s / "eval_metrics.csv", eval_rows)
@@ -96,3 +98,31 @@ def test_figures_program(runs, tmp_path):
   bad = run("--kind=gradient_norms", f"--runs={folders[0]}", f"--output={tmp_path / 'g' / 'g.png'}")
   assert bad.returncode == 2 and "error:" in bad.stderr
   assert list((tmp_path / "g").iterdir()) == []  # Nothing half-written.
+  flat = run("--kind=scaling", f"--runs={folders[0]},{folders[1]}", f"--output={tmp_path / 'g' / 's.png'}")
+  assert flat.returncode == 2 and "every run has 2 clients" in flat.stderr  # One client count: no curve.
+  assert list((tmp_path / "g").iterdir()) == []
+
+
+def test_scaling_is_the_average_over_clients_against_the_client_count(tmp_path):
+  curve = {30: 0.5}
+  for seed, (two, four) in {1: ([0.6, 0.8], [0.5, 0.5, 0.6, 0.6]), 2: ([0.8, 0.8], [0.7, 0.7, 0.8, 0.8])}.items():
+    _run(tmp_path / f"seed{seed}" / "k2" / "fedavg", "fedavg", seed, curve, two)
+    _run(tmp_path / f"seed{seed}" / "k4" / "fedavg", "fedavg", seed, curve, four, setting="MUTAG:4")
+  _run(tmp_path / "seed3" / "k4" / "fedavg", "fedavg", 3, curve, [0.9] * 4, setting="MUTAG:4")
+  folders = [tmp_path / f"seed{s}" / k for s in (1, 2) for k in ("k2", "k4")] + [tmp_path / "seed3" / "k4"]
+  series = figures.scaling(folders, tmp_path / "s.png")
+  np.testing.assert_array_equal(series["fedavg"]["clients"], [2, 4])
+  # Per seed the average over its clients (70, 80 at 2 clients; 55, 75, 90 at 4), then mean and std.
+  np.testing.assert_allclose(series["fedavg"]["mean"], [75.0, 220 / 3])
+  np.testing.assert_allclose(series["fedavg"]["std"], [5.0, np.std([55, 75, 90])])
+  np.testing.assert_array_equal(series["fedavg"]["seeds"], [2, 3])
+  assert (tmp_path / "s.png").stat().st_size > 10_000
+  with pytest.raises(figures.FigureError, match="needs runs of the same data split over different numbers"):
+    figures.scaling([tmp_path / "seed1" / "k2"], tmp_path / "x.png")
+  _run(tmp_path / "other" / "fedavg", "fedavg", 1, curve, [0.5] * 3, setting="BZR:3")
+  with pytest.raises(figures.FigureError, match="same data over more clients, but") as e:
+    figures.scaling(folders + [tmp_path / "other"], tmp_path / "x.png")
+  assert "BZR (reference split)" in str(e.value) and "MUTAG (reference split)" in str(e.value)
+  _run(tmp_path / "numpy" / "fedavg", "fedavg", 1, curve, [0.5] * 3, setting="MUTAG:3", split="numpy")
+  with pytest.raises(figures.FigureError, match="MUTAG .numpy split."):
+    figures.scaling(folders + [tmp_path / "numpy"], tmp_path / "x.png")
