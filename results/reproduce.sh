@@ -5,7 +5,7 @@
 #                                              gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap
 #                                              scaling ablations ablations-biochemsn ablations-biosncv
 #                                              epochs-chem backbones-chem embeddings-chem embeddings-biochem
-#                                              privacy-chem privacy-chem12 figures
+#                                              privacy-chem privacy-chem12 figures papers-code
 #                                              (default: the pieces of the committed tables)
 #
 # Resumable: run it again after an interruption (end of a session, kill -9) and finished runs are
@@ -28,7 +28,9 @@
 # FedStar with client-level DP (accuracy vs epsilon) and secure aggregation on CHEM and CHEM@12 (84
 # clients; NumPy split) (results/<split>/privacy/<setting>); figures = the papers' figures from the run
 # folders that exist (results/<split>/figures, programs.figures; GCFL Fig. 3 from the GCFL tables' runs:
-# results/<split>/heterogeneity-<name>, programs.heterogeneity); scaling = FedAvg, GCFL, FedStar on CHEM split
+# results/<split>/heterogeneity-<name>, programs.heterogeneity); papers-code = each client beside the papers'
+# own code on the same split and seeds (SPLIT=reference; the reference runs recorded by
+# results/reference_code.sh; -> <table>/vs_papers_code_<method>.md, programs.reference_clients); scaling = FedAvg, GCFL, FedStar on CHEM split
 # into k = 1, 2, 4, 8, 12 shards per dataset (7 ... 84 clients), seeds 1-3, always on the NumPy split
 # (results/<split>/scaling/chem@<k>, figures/chem_scaling.png).
 #
@@ -272,11 +274,38 @@ figures() {  # The papers' figures from whatever run folders of the pieces above
   fi
 }
 
+papers_code() {  # Each client beside the papers' own code on the same split and seeds: vs_papers_code_<ours>.md
+  # in the table's folder, from the reference runs results/reference_code.sh recorded
+  # ($RECORDS/reference-code/<its piece>/seed<s>) and our finished seeds of the same table (common seeds only).
+  local ref="$RECORDS/reference-code" table piece mine theirs accuracy name runs
+  while read -r table piece mine theirs accuracy name; do
+    [ -d "$ref/$piece" ] || continue
+    runs=$(for d in "$RUNS/$table"/seed*/"$mine"; do
+             if ls "$d"/seed_*/final.json > /dev/null 2>&1; then echo "$d"; fi; done | paste -sd,)
+    [ -n "$runs" ] || continue
+    $PY -m programs.reference_clients --runs="$runs" --reference="$ref/$piece" --reference_algorithm="$theirs" \
+      --our_accuracy="$accuracy" --output="$OUT/$table/vs_papers_code_$name.md" > /dev/null \
+      || echo "note: no $OUT/$table/vs_papers_code_$name.md" >&2
+  done <<'PAIRS'
+chem fedstar-chem fedstar fedstar_rw_dg final fedstar
+chem selftrain-chem local selftrain final local
+molecules gcfl-molecules baselines/local selftrain final local
+molecules gcfl-molecules baselines/fedavg fedavg final fedavg
+molecules gcfl-molecules baselines/fedprox fedprox_mu0.01 final fedprox
+molecules gcfl-molecules gcfl/gcfl gcfl best_snapshot gcfl
+molecules gcfl-molecules gcfl/gcfl_plus gcflplus best_snapshot gcfl_plus
+molecules gcfl-molecules gcfl/gcfl_plus_dws gcflplusDWs best_snapshot gcfl_plus_dws
+PAIRS
+}
+
 pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules gcfl-biochem scaling ablations)
-KNOWN=" chem biochem biosncv biochemsn molecules gcfl-biochem gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap scaling ablations ablations-biochemsn ablations-biosncv epochs-chem backbones-chem embeddings-chem embeddings-biochem privacy-chem privacy-chem12 figures "
+KNOWN=" chem biochem biosncv biochemsn molecules gcfl-biochem gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap scaling ablations ablations-biochemsn ablations-biosncv epochs-chem backbones-chem embeddings-chem embeddings-biochem privacy-chem privacy-chem12 figures papers-code "
 for piece in "${pieces[@]}"; do  # Every piece checked before anything is written.
   [[ "$KNOWN" == *" $piece "* ]] || { echo "error: unknown piece '$piece' ($(echo $KNOWN | sed 's/ /, /g'))" >&2; exit 2; }
+  if [ "$piece" = papers-code ] && [ "$SPLIT" != reference ]; then
+    echo "error: papers-code compares runs on the papers' split with the papers' code: set SPLIT=reference" >&2; exit 2
+  fi
 done
 mkdir -p "$RUNS"
 $PY -m programs.records --restore --records="$RECORDS" --runs="$RUNS"
@@ -301,9 +330,10 @@ for piece in "${pieces[@]}"; do
     privacy-chem) privacy chem ;;
     privacy-chem12) privacy chem@12 ;;
     figures) figures ;;
+    papers-code) papers_code ;;
     *) echo "error: unknown piece '$piece' (chem, biochem, biochemsn, biosncv, molecules, gcfl-biochem, gcfl-mix," \
          "gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap, scaling, ablations, ablations-biochemsn," \
          "ablations-biosncv, epochs-chem, backbones-chem, embeddings-chem," \
-         "embeddings-biochem, privacy-chem, privacy-chem12, figures)" >&2; exit 2 ;;
+         "embeddings-biochem, privacy-chem, privacy-chem12, figures, papers-code)" >&2; exit 2 ;;
   esac
 done
