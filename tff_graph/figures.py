@@ -72,6 +72,17 @@ def _plt():
   return plt
 
 
+def _save(fig, ax, path, title: str | None, **legend) -> None:
+  """Title, legend (its keyword arguments; none: no legend), tight layout, PNG at 120 dpi, closed."""
+  if title:
+    ax.set_title(title)
+  if legend:
+    ax.legend(**legend)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  _plt().close(fig)
+
+
 def convergence(folders: Sequence[str | pathlib.Path], path: str | pathlib.Path, *,
                 metric: str = "average/test_accuracy", title: str | None = None) -> dict[str, dict[str, np.ndarray]]:
   """Mean ± std over seeds of `metric` per evaluated round, per row label (rounds every seed evaluated)."""
@@ -93,12 +104,7 @@ def convergence(folders: Sequence[str | pathlib.Path], path: str | pathlib.Path,
     ax.fill_between(s["round"], mean - std, mean + std, alpha=0.2)
   ax.set_xlabel("round")
   ax.set_ylabel(metric.replace("average/", "average ") + (" (%)" if scale == 100.0 else ""))
-  if title:
-    ax.set_title(title)
-  ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  _save(fig, ax, path, title, fontsize=7)
   return series
 
 
@@ -131,12 +137,7 @@ def gradient_norms(seed_folder: str | pathlib.Path, path: str | pathlib.Path, *,
   ax.set_xlabel("round")
   ax.set_ylabel(metric.replace("_", " "))
   ax.set_yscale("log")
-  if title:
-    ax.set_title(title)
-  ax.legend(fontsize=6, ncol=2)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  _save(fig, ax, path, title, fontsize=6, ncol=2)
   return {"round": np.array(rounds), "norms": norms, "splits": splits}
 
 
@@ -155,11 +156,7 @@ def violins(folders: Sequence[str | pathlib.Path], path: str | pathlib.Path, *,
     ax.scatter(np.full(len(v), i), v, s=8, color="black", zorder=3)
   ax.set_xticks(range(1, len(data) + 1), list(data), rotation=30, ha="right", fontsize=8)
   ax.set_ylabel("client test accuracy (%), mean over seeds")
-  if title:
-    ax.set_title(title)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  _save(fig, ax, path, title)
   return data
 
 
@@ -209,10 +206,5 @@ def scaling(folders: Sequence[str | pathlib.Path], path: str | pathlib.Path, *,
   ax.minorticks_off()
   ax.set_xlabel("clients")
   ax.set_ylabel("average final test accuracy (%), mean ± std over seeds")
-  if title:
-    ax.set_title(title)
-  ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  _save(fig, ax, path, title, fontsize=7)
   return series
