@@ -66,7 +66,14 @@ SCALING_SEEDS=(1 2 3)
 
 archive() { mkdir -p "$RUNS" && $PY -m programs.records --archive --runs="$RUNS" --records="$RECORDS" > /dev/null; }
 
-# programs.tables over the folders given that exist (after archiving the records of finished seeds).
+seed_count() {  # seed_count <table.csv>: the most seeds any row of a programs.tables table has (0: no table)
+  [ -e "$1" ] || { echo 0; return; }
+  awk -F, 'NR > 1 { n = split($2, a, " "); if (n > m) m = n } END { print m + 0 }' "$1"
+}
+
+# programs.tables over the folders given that exist (after archiving the records of finished seeds). A
+# table with fewer seeds than the one already in <output> (a piece rerunning a committed table from its
+# first seed) does not replace it: it goes to $RUNS/tables-in-progress/<output> until it has caught up.
 table() {  # [same_seeds=1] table <paper> <output> <folder>...  (same_seeds: rows over their common seeds)
   local paper=$1 out=$2; shift 2
   archive
@@ -75,9 +82,21 @@ table() {  # [same_seeds=1] table <paper> <output> <folder>...  (same_seeds: row
     if [ -e "$f/config.json" ] || ls "$f"/*/config.json >/dev/null 2>&1; then have+=("$f"); fi
   done
   [ ${#have[@]} -gt 0 ] || return 0
-  local IFS=,
-  $PY -m programs.tables ${paper:+--paper="$paper"} ${same_seeds:+--same_seeds} --runs="${have[*]}" --output_dir="$out" "--data_dir=$DATA" \
-    > /dev/null || echo "note: no table for $out yet" >&2
+  local rel=${out#./} old new
+  local tmp="$RUNS/tables-in-progress/.new.$$" pending="$RUNS/tables-in-progress/${rel#/}"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  if ! (IFS=,; $PY -m programs.tables ${paper:+--paper="$paper"} ${same_seeds:+--same_seeds} --runs="${have[*]}" \
+          --output_dir="$tmp" "--data_dir=$DATA" > /dev/null); then
+    echo "note: no table for $out yet" >&2; rm -rf "$tmp"; return 0
+  fi
+  old=$(seed_count "$out/table.csv") new=$(seed_count "$tmp/table.csv")
+  rm -rf "$pending"
+  if [ "$new" -lt "$old" ]; then
+    mkdir -p "$(dirname "$pending")" && mv "$tmp" "$pending"
+    echo "note: $out keeps its table of $old seeds; the new one has $new so far: $pending" >&2
+  else
+    mkdir -p "$out" && cp -r "$tmp"/. "$out"/ && rm -rf "$tmp"
+  fi
 }
 
 train_once() {  # train_once <run folder> <programs.train flags...>: one run, skipped once finished (DONE);
