@@ -32,9 +32,10 @@ class FigureError(ValueError):
   """Run folders that cannot make the figure (named in the message)."""
 
 
-def finished_seeds(folders: Sequence[str | pathlib.Path]) -> dict[str, list[pathlib.Path]]:
-  """Row label -> the `seed_<s>` folders of its finished seeds (in seed order)."""
-  out: dict[str, list[tuple[int, pathlib.Path]]] = {}
+def _finished(folders: Sequence[str | pathlib.Path]
+              ) -> dict[str, list[tuple[pathlib.Path, experiment.ExperimentConfig]]]:
+  """Row label -> (`seed_<s>` folder, its run's config) of every finished seed, in seed order."""
+  out: dict[str, list[tuple[int, pathlib.Path, experiment.ExperimentConfig]]] = {}
   for top in folders:
     try:
       runs = list(results._run_folders(pathlib.Path(top)))  # pylint: disable=protected-access
@@ -47,10 +48,15 @@ def finished_seeds(folders: Sequence[str | pathlib.Path]) -> dict[str, list[path
       for seed in config.seeds:
         folder = run / f"seed_{seed}"
         if (folder / "final.json").is_file():
-          out.setdefault(results.row_label(config), []).append((seed, folder))
+          out.setdefault(results.row_label(config), []).append((seed, folder, config))
   if not out:
     raise FigureError(f"no finished seed under {', '.join(map(str, folders))}")
-  return {label: [f for _, f in sorted(seeds)] for label, seeds in out.items()}
+  return {label: [(f, c) for _, f, c in sorted(seeds, key=lambda x: x[:2])] for label, seeds in out.items()}
+
+
+def finished_seeds(folders: Sequence[str | pathlib.Path]) -> dict[str, list[pathlib.Path]]:
+  """Row label -> the `seed_<s>` folders of its finished seeds (in seed order)."""
+  return {label: [f for f, _ in seeds] for label, seeds in _finished(folders).items()}
 
 
 def read_rounds(path: pathlib.Path) -> dict[int, dict[str, float]]:
@@ -169,18 +175,15 @@ def scaling(folders: Sequence[str | pathlib.Path], path: str | pathlib.Path, *,
   how many); a label whose runs all hold one client count is refused (no curve to draw).
   """
   points: dict[str, dict[int, list[float]]] = {}
-  data: dict[tuple, pathlib.Path] = {}  # (datasets, split) -> a run with them: one for the whole figure
-  for label, seeds in finished_seeds(folders).items():
-    for s in seeds:
-      record = json.loads((s.parent / "config.json").read_text())
-      record.pop("components", None)
-      d = experiment.ExperimentConfig.from_dict(record).data
-      key = (tuple(sorted(partition.parse_setting(d.setting).datasets)), d.split)
-      data.setdefault(key, s.parent)
-      if len(data) > 1:
-        (a, first), (b, other) = list(data.items())[:2]
-        raise FigureError(f"a scaling curve splits the same data over more clients, but {first} holds "
-                          f"{', '.join(a[0])} ({a[1]} split) and {other} {', '.join(b[0])} ({b[1]} split)")
+  first = None  # ((datasets, split), run folder) of the first run: every other run must match it
+  for label, seeds in _finished(folders).items():
+    for s, config in seeds:
+      key = (tuple(sorted(partition.parse_setting(config.data.setting).datasets)), config.data.split)
+      first = first or (key, s.parent)
+      if key != first[0]:
+        a, run = first
+        raise FigureError(f"a scaling curve splits the same data over more clients, but {run} holds "
+                          f"{', '.join(a[0])} ({a[1]} split) and {s.parent} {', '.join(key[0])} ({key[1]} split)")
       final = json.loads((s / "final.json").read_text())["final"]
       points.setdefault(label, {}).setdefault(len(final), []).append(
           float(np.mean([c["test_accuracy"] for c in final.values()])) * 100)
