@@ -320,8 +320,9 @@ PAIRS
 pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(chem biochem molecules gcfl-biochem scaling ablations)
 KNOWN=" chem biochem biosncv biochemsn molecules gcfl-biochem gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1 gcfl-nci1-overlap scaling ablations ablations-biochemsn ablations-biosncv epochs-chem backbones-chem embeddings-chem embeddings-biochem privacy-chem privacy-chem12 figures papers-code "
+unknown_piece() { echo "error: unknown piece '$1' ($(echo $KNOWN | sed 's/ /, /g'))" >&2; exit 2; }
 for piece in "${pieces[@]}"; do  # Every piece checked before anything is written.
-  [[ "$KNOWN" == *" $piece "* ]] || { echo "error: unknown piece '$piece' ($(echo $KNOWN | sed 's/ /, /g'))" >&2; exit 2; }
+  [[ "$KNOWN" == *" $piece "* ]] || unknown_piece "$piece"
   if [ "$piece" = papers-code ] && [ "$SPLIT" != reference ]; then
     echo "error: papers-code compares runs on the papers' split with the papers' code: set SPLIT=reference" >&2; exit 2
   fi
@@ -350,9 +351,6 @@ for piece in "${pieces[@]}"; do
     privacy-chem12) privacy chem@12 ;;
     figures) figures ;;
     papers-code) papers_code ;;
-    *) echo "error: unknown piece '$piece' (chem, biochem, biochemsn, biosncv, molecules, gcfl-biochem, gcfl-mix," \
-         "gcfl-proteins, gcfl-imdb, gcfl-nci1, gcfl-nci1-overlap, scaling, ablations, ablations-biochemsn," \
-         "ablations-biosncv, epochs-chem, backbones-chem, embeddings-chem," \
-         "embeddings-biochem, privacy-chem, privacy-chem12, figures, papers-code)" >&2; exit 2 ;;
+    *) unknown_piece "$piece" ;;
   esac
 done
