@@ -236,6 +236,16 @@ class SequenceDTWRule(SplitRule):
     return collections.OrderedDict(values=tf.zeros_like(state["values"]), length=tf.zeros_like(state["length"]))
 
 
+def _slot_exists(slot, capacity):
+  """An assertion that cluster `slot` fits the server state's `capacity` slots.
+
+  The scatter that writes the slot must depend on it: graph execution may otherwise run the scatter first
+  and fail with an index error instead of naming the capacity.
+  """
+  return tf.debugging.assert_less(slot, capacity,
+                                  message=f"GCFL needs more clusters than its {capacity} slots")
+
+
 @tf.function
 def split_clusters(rule: SplitRule, rule_state: Any, assignment: tf.Tensor, count: tf.Tensor,
                    round_num: tf.Tensor, present: tf.Tensor, updates: tf.Tensor,
@@ -287,16 +297,15 @@ def split_clusters(rule: SplitRule, rule_state: Any, assignment: tf.Tensor, coun
       side = tf.logical_or(side, tf.logical_and(members, tf.logical_not(present)))
       new_assignment = tf.where(tf.logical_and(members, side), new_id,
                                 tf.where(members, new_id + 1, new_assignment))
-      source = tf.tensor_scatter_nd_update(source, [[new_id], [new_id + 1]], tf.stack([k, k]))
+      with tf.control_dependencies([_slot_exists(new_id + 1, capacity)]):
+        source = tf.tensor_scatter_nd_update(source, [[new_id], [new_id + 1]], tf.stack([k, k]))
       offset += 1
       rule_state = rule.after_split(rule_state)
     else:
       new_assignment = tf.where(members, new_id, new_assignment)
-      source = tf.tensor_scatter_nd_update(source, [[new_id]], [k])
+      with tf.control_dependencies([_slot_exists(new_id, capacity)]):
+        source = tf.tensor_scatter_nd_update(source, [[new_id]], [k])
   new_count = count + offset
-  with tf.control_dependencies([tf.debugging.assert_less_equal(
-      new_count, capacity, message=f"GCFL needs more clusters than its {capacity} slots")]):
-    new_count = tf.identity(new_count)
   return collections.OrderedDict(rule_state=rule_state, assignment=new_assignment, count=new_count,
                                  source=source, mean_norm=mean_norms, max_norm=max_norms, split=splits)
 
