@@ -4,7 +4,8 @@
 #
 #   bash results/reference_code.sh [piece ...]    pieces: fedstar-chem, selftrain-chem (FedStar repo,
 #                                                 FedStar / Self-train on CHEM, seeds 1-5; the repo runs
-#                                                 only these two), gcfl-molecules (GCFL repo, its six
+#                                                 only these two), selftrain-biosncv (its Self-train on
+#                                                 BIO-SN-CV, seeds 1-5), gcfl-molecules (GCFL repo, its six
 #                                                 algorithms on molecules = CHEM's 7 datasets, GCFL's
 #                                                 seeds 10, 42, 79, 111, 123 as in results/reproduce.sh)
 #
@@ -35,14 +36,14 @@ keep() {  # keep <piece> <seed>: the seed's raw CSVs into the records (copied, t
 SEEDS=(1 2 3 4 5)  # FedStar's table seeds
 GCFL_SEEDS=(10 42 79 111 123)  # GCFL's (reproduce.sh's molecules table)
 
-fedstar_repo() {  # fedstar_repo <piece> <alg> <result csv>: the FedStar repo's --alg on CHEM, seeds 1-5
-  local piece=$1 alg=$2 csv=$3
+fedstar_repo() {  # fedstar_repo <piece> <alg> <result csv> <group>: the FedStar repo's --alg on --data_group
+  local piece=$1 alg=$2 csv=$3 group=$4  # <group> (chem, biosncv, ...), seeds 1-5
   for s in "${SEEDS[@]}"; do
     local out="$OUT/$piece/seed$s"
-    if ls "$RECORDS/$piece/seed$s"/raw/chem/"$csv" > /dev/null 2>&1; then continue; fi
-    if ! ls "$out"/raw/chem/"$csv" > /dev/null 2>&1; then
+    if ls "$RECORDS/$piece/seed$s"/raw/"$group"/"$csv" > /dev/null 2>&1; then continue; fi
+    if ! ls "$out"/raw/"$group"/"$csv" > /dev/null 2>&1; then
       mkdir -p "$out"
-      (cd "$REFRUN/fedstar" && "$PY" exps/main_multiDS.py --data_group chem --seed "$s" --alg "$alg" --type_init rw_dg \
+      (cd "$REFRUN/fedstar" && "$PY" exps/main_multiDS.py --data_group "$group" --seed "$s" --alg "$alg" --type_init rw_dg \
         --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out") > "$out/log.txt" 2>&1
     fi
     keep "$piece" "$s"
@@ -67,9 +68,10 @@ pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(fedstar-chem gcfl-molecules)
 for piece in "${pieces[@]}"; do
   case $piece in
-    fedstar-chem) fedstar_repo fedstar-chem fedstar accuracy_fedstar_rw_dg_GC.csv ;;
-    selftrain-chem) fedstar_repo selftrain-chem selftrain accuracy_selftrain_GC.csv ;;
+    fedstar-chem) fedstar_repo fedstar-chem fedstar accuracy_fedstar_rw_dg_GC.csv chem ;;
+    selftrain-chem) fedstar_repo selftrain-chem selftrain accuracy_selftrain_GC.csv chem ;;
+    selftrain-biosncv) fedstar_repo selftrain-biosncv selftrain accuracy_selftrain_GC.csv biosncv ;;
     gcfl-molecules) gcfl_molecules ;;
-    *) echo "error: unknown piece '$piece' (fedstar-chem, selftrain-chem, gcfl-molecules)" >&2; exit 2 ;;
+    *) echo "error: unknown piece '$piece' (fedstar-chem, selftrain-chem, selftrain-biosncv, gcfl-molecules)" >&2; exit 2 ;;
   esac
 done
