@@ -308,6 +308,7 @@ papers_code() {  # Each client beside the papers' own code on the same split and
   done <<'PAIRS'
 chem fedstar-chem fedstar fedstar_rw_dg final fedstar
 chem selftrain-chem local selftrain final local
+biosncv selftrain-biosncv local selftrain final local
 molecules gcfl-molecules baselines/local selftrain final local
 molecules gcfl-molecules baselines/fedavg fedavg final fedavg
 molecules gcfl-molecules baselines/fedprox fedprox_mu0.01 final fedprox
