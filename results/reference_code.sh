@@ -33,11 +33,23 @@ keep() {  # keep <piece> <seed>: the seed's raw CSVs into the records (copied, t
   [ -e "$from/DONE" ] && cp "$from/DONE" "$to.tmp/"
   rm -rf "$to" && mv "$to.tmp" "$to"
 }
+declare -A GROUP_DATASETS=(  # the datasets each group reads; a missing one would make PyG try a download
+  [chem]="MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1" [molecules]="MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1"
+  [biosncv]="ENZYMES DD PROTEINS COLLAB IMDB-BINARY IMDB-MULTI Letter-high Letter-low Letter-med")
+need_data() {  # need_data <group>: every dataset of the group laid out by setup.sh, or one error, exit 2
+  local name missing=()
+  for name in ${GROUP_DATASETS[$1]}; do
+    ls "$REFRUN/data/TUDataset/$name/raw/${name}_A.txt" > /dev/null 2>&1 || missing+=("$name")
+  done
+  [ ${#missing[@]} -eq 0 ] || { echo "error: $REFRUN/data lacks ${missing[*]} for --data_group $1" \
+    "(DATASETS=\"${missing[*]}\" bash ../shared/reference/setup.sh)" >&2; exit 2; }
+}
 SEEDS=(1 2 3 4 5)  # FedStar's table seeds
 GCFL_SEEDS=(10 42 79 111 123)  # GCFL's (reproduce.sh's molecules table)
 
 fedstar_repo() {  # fedstar_repo <piece> <alg> <result csv> <group>: the FedStar repo's --alg on --data_group
   local piece=$1 alg=$2 csv=$3 group=$4  # <group> (chem, biosncv, ...), seeds 1-5
+  need_data "$group"
   for s in "${SEEDS[@]}"; do
     local out="$OUT/$piece/seed$s"
     if ls "$RECORDS/$piece/seed$s"/raw/"$group"/"$csv" > /dev/null 2>&1; then continue; fi
@@ -51,6 +63,7 @@ fedstar_repo() {  # fedstar_repo <piece> <alg> <result csv> <group>: the FedStar
 }
 
 gcfl_molecules() {  # GCFL's eps for molecules (tff_graph/clustering.py REFERENCE_THRESHOLDS), its seeds
+  need_data molecules
   for s in "${GCFL_SEEDS[@]}"; do
     local out="$OUT/gcfl-molecules/seed$s"
     if [ -e "$RECORDS/gcfl-molecules/seed$s/DONE" ]; then continue; fi
