@@ -20,6 +20,7 @@ class Row:
   std: float
   gain: float | None  # Average over clients of (mean over seeds) - local's, in accuracy points.
   gain_ratio: float | None  # Share of clients with gain >= 0.
+  min_gain: float | None  # The lowest client's gain, in accuracy points (GCFL's tables' "min gain").
   parameters: int  # Of one client's model (the setting's widest client), from the run's configuration.
   shared_parameters: int
 
@@ -35,33 +36,36 @@ def comparison_table(results: Sequence[ExperimentResult], prepared: cache.Prepar
   rows = []
   for r in results:
     mean, std = r.aggregate()
-    gain = ratio = None
+    gain = ratio = min_gain = None
     common = [s for s in r.seeds if s.seed in local_by_seed]
     if common:
       gains = [np.mean([s.final[cid]["test_accuracy"] - local_by_seed[s.seed][cid]["test_accuracy"]
                         for s in common]) for cid in r.seeds[0].final]
       gain, ratio = float(np.mean(gains)) * 100, float(np.mean(np.array(gains) >= 0))
+      min_gain = float(np.min(gains)) * 100
     total, shared = experiment.parameter_counts(r.config, prepared)
-    rows.append(Row(r.config.algorithm, mean * 100, std * 100, gain, ratio, total, shared))
+    rows.append(Row(r.config.algorithm, mean * 100, std * 100, gain, ratio, min_gain, total, shared))
   return rows
 
 
 def to_markdown(rows: Sequence[Row]) -> str:
-  lines = ["| algorithm | test accuracy | gain vs local | clients with gain >= 0 | parameters | shared |",
-           "|---|---|---|---|---|---|"]
+  lines = ["| algorithm | test accuracy | gain vs local | clients with gain >= 0 | min client gain | parameters "
+           "| shared |", "|---|---|---|---|---|---|---|"]
   for r in rows:
     gain = "" if r.gain is None else f"{r.gain:+.2f}"
     ratio = "" if r.gain_ratio is None else f"{r.gain_ratio:.2f}"
-    lines.append(f"| {r.algorithm} | {r.mean:.2f} ± {r.std:.2f} | {gain} | {ratio} | {r.parameters} | "
+    low = "" if r.min_gain is None else f"{r.min_gain:+.2f}"
+    lines.append(f"| {r.algorithm} | {r.mean:.2f} ± {r.std:.2f} | {gain} | {ratio} | {low} | {r.parameters} | "
                  f"{r.shared_parameters} |")
   return "\n".join(lines)
 
 
 def write_table(folder: pathlib.Path, rows: Sequence[Row]) -> None:
   folder.mkdir(parents=True, exist_ok=True)
-  header = "algorithm,mean,std,gain,gain_ratio,parameters,shared_parameters"
+  header = "algorithm,mean,std,gain,gain_ratio,min_gain,parameters,shared_parameters"
   body = [f"{r.algorithm},{r.mean:.2f},{r.std:.2f},{'' if r.gain is None else f'{r.gain:.2f}'},"
-          f"{'' if r.gain_ratio is None else f'{r.gain_ratio:.2f}'},{r.parameters},{r.shared_parameters}"
+          f"{'' if r.gain_ratio is None else f'{r.gain_ratio:.2f}'},"
+          f"{'' if r.min_gain is None else f'{r.min_gain:.2f}'},{r.parameters},{r.shared_parameters}"
           for r in rows]
   (folder / "table.csv").write_text("\n".join([header, *body]) + "\n")
   (folder / "table.md").write_text(to_markdown(rows) + "\n")

@@ -145,6 +145,7 @@ class ResultRow:
   best_std: float | None
   gain: float | None  # vs local, points
   gain_ratio: float | None
+  min_gain: float | None  # the lowest client's gain vs local, points (GCFL's tables' "min gain")
   parameters: int
   shared_parameters: int
   paper_mean: float | None
@@ -189,7 +190,7 @@ def results_table(results: Sequence[experiment.ExperimentResult], prepared: cach
     if spent and len({(p["epsilon"], p["delta"]) for p in spent}) != 1:
       raise ResultsError(f"{label}: seeds report different privacy spent ({spent})")
     rows.append(ResultRow(label, tuple(s.seed for s in r.seeds), mean, std, best_mean, best_std, b.gain,
-                          b.gain_ratio, b.parameters, b.shared_parameters,
+                          b.gain_ratio, b.min_gain, b.parameters, b.shared_parameters,
                           None if anchor is None else anchor[0], None if anchor is None else anchor[1],
                           float(spent[0]["epsilon"]) if spent else None, float(spent[0]["delta"]) if spent else None))
   return rows
@@ -211,7 +212,8 @@ def to_markdown(rows: Sequence[ResultRow]) -> str:
   has_best = any(r.best_mean is not None for r in rows)
   has_dp = any(r.epsilon is not None for r in rows)
   head = ["algorithm", "seeds", "ours (final round)"] + (["ours (best snapshot)"] if has_best else []) + [
-      "paper", "ours - paper", "gain vs local", "clients with gain >= 0", "parameters", "shared"] + (
+      "paper", "ours - paper", "gain vs local", "clients with gain >= 0", "min client gain", "parameters",
+      "shared"] + (
       ["ε spent"] if has_dp else [])
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for r in rows:
@@ -220,7 +222,7 @@ def to_markdown(rows: Sequence[ResultRow]) -> str:
       cells.append(_pm(r.best_mean, r.best_std))
     cells += [_pm(r.paper_mean, r.paper_std), "" if r.diff is None else f"{r.diff:+.2f}",
               "" if r.gain is None else f"{r.gain:+.2f}", "" if r.gain_ratio is None else f"{r.gain_ratio:.2f}",
-              str(r.parameters), str(r.shared_parameters)] + ([_epsilon(r)] if has_dp else [])
+              "" if r.min_gain is None else f"{r.min_gain:+.2f}", str(r.parameters), str(r.shared_parameters)] + ([_epsilon(r)] if has_dp else [])
     lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
@@ -250,11 +252,11 @@ def write(folder: str | pathlib.Path, rows: Sequence[ResultRow],
   folder = pathlib.Path(folder)
   folder.mkdir(parents=True, exist_ok=True)
   header = ("algorithm,seeds,mean,std,best_snapshot_mean,best_snapshot_std,paper_mean,paper_std,diff,gain,"
-            "gain_ratio,parameters,shared_parameters,split,epsilon,delta")
+            "gain_ratio,min_gain,parameters,shared_parameters,split,epsilon,delta")
   split = split_of(results)
   body = [",".join([r.label, " ".join(map(str, r.seeds)), _num(r.mean), _num(r.std), _num(r.best_mean),
                     _num(r.best_std), _num(r.paper_mean), _num(r.paper_std), _num(r.diff), _num(r.gain),
-                    _num(r.gain_ratio), str(r.parameters), str(r.shared_parameters), split,
+                    _num(r.gain_ratio), _num(r.min_gain), str(r.parameters), str(r.shared_parameters), split,
                     "" if r.epsilon is None else f"{r.epsilon:.4f}", "" if r.delta is None else f"{r.delta:g}"])
           for r in rows]
   (folder / "table.csv").write_text("\n".join([header, *body]) + "\n")

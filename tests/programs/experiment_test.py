@@ -132,10 +132,11 @@ def test_comparison_table_gains_against_local(mutag2):
   assert rows[0].gain == pytest.approx(0.0) and rows[0].gain_ratio == 1.0
   # Per-client gains: 0.8 - 0.7 = +0.1 and 0.4 - 0.5 = -0.1 -> average 0, half the clients >= 0.
   assert rows[1].gain == pytest.approx(0.0, abs=1e-9) and rows[1].gain_ratio == 0.5
+  assert rows[1].min_gain == pytest.approx(-10.0) and rows[0].min_gain == pytest.approx(0.0)
   assert rows[1].mean == pytest.approx(60.0) and rows[1].std == pytest.approx(0.0)
   assert rows[0].mean == pytest.approx(60.0) and rows[0].std == pytest.approx(5.0)
   assert rows[1].parameters > rows[0].parameters and rows[0].shared_parameters == 0
-  assert "| fedstar | 60.00 ± 0.00 | +0.00 | 0.50 |" in comparison.to_markdown(rows)
+  assert "| fedstar | 60.00 ± 0.00 | +0.00 | 0.50 | -10.00 |" in comparison.to_markdown(rows)
 
 
 def test_parameter_counts_follow_the_configured_embedding(chem_tiny):

@@ -74,6 +74,7 @@ def test_seeds_are_merged_and_aggregated_as_the_papers_do(two_seed_folders, muta
   # fedavg: client means 0.8 and 0.5, stds 0.1 and 0: gains +10 and -10 points.
   assert fedavg.mean == pytest.approx(65.0) and fedavg.std == pytest.approx(5.0)
   assert fedavg.gain == pytest.approx(0.0) and fedavg.gain_ratio == pytest.approx(0.5)
+  assert fedavg.min_gain == pytest.approx(-10.0) and local.min_gain == pytest.approx(0.0)
   assert fedavg.paper_mean == 60.0 and fedavg.diff == pytest.approx(5.0)
   assert local.diff == pytest.approx(-5.0) and local.paper_std is None
   assert gcfl.best_mean == pytest.approx(80.0) and gcfl.best_std == pytest.approx(5.0)
@@ -83,6 +84,7 @@ def test_seeds_are_merged_and_aggregated_as_the_papers_do(two_seed_folders, muta
   # below local (against local's two-seed means 0.7 and 0.6 both clients would look above it).
   assert rows["fedstar emb=rw"].gain == pytest.approx(10.0)
   assert rows["fedstar emb=rw"].gain_ratio == pytest.approx(0.5)
+  assert rows["fedstar emb=rw"].min_gain == pytest.approx(-5.0)
   # FedStar's model is bigger and shares less than FedAvg's.
   assert rows["fedstar emb=rw"].parameters > fedavg.parameters
   assert 0 < rows["fedstar emb=rw"].shared_parameters < fedavg.shared_parameters
@@ -90,9 +92,12 @@ def test_seeds_are_merged_and_aggregated_as_the_papers_do(two_seed_folders, muta
 
   results.write(tmp_path / "table", list(rows.values()), loaded)
   csv = (tmp_path / "table" / "table.csv").read_text().splitlines()
-  assert csv[1].startswith("fedavg,1 2,65.00,5.00,,,60.00,1.00,5.00,0.00,0.50,")
+  assert csv[0].startswith("algorithm,seeds,mean,std,best_snapshot_mean,best_snapshot_std,paper_mean,paper_std,"
+                           "diff,gain,gain_ratio,min_gain,parameters,")
+  assert csv[1].startswith("fedavg,1 2,65.00,5.00,,,60.00,1.00,5.00,0.00,0.50,-10.00,")
   md = (tmp_path / "table" / "table.md").read_text()
   assert "| gcfl | 1,2 | 60.00 ± 0.00 | 80.00 ± 5.00 |" in md
+  assert "| fedavg | 1,2 | 65.00 ± 5.00 |  | 60.00 ± 1.00 | +5.00 | +0.00 | 0.50 | -10.00 |" in md
   per_client = (tmp_path / "table" / "per_client_local.csv").read_text().splitlines()
   assert per_client == ["client,seed_1,seed_2,mean,std", "0-MUTAG,0.8000,0.6000,0.7000,0.1000",
                         "1-MUTAG,0.5000,0.7000,0.6000,0.1000"]
