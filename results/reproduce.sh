@@ -123,7 +123,9 @@ gcfl_table() {  # gcfl_table <setting> <name>: GCFL's Self-train, FedAvg, FedPro
     # caches the accuracies of the round before each split, as the reference does.
     $PY -m programs.compare "${PARALLEL_FLAG[@]}" --algorithms=gcfl,gcfl_plus,gcfl_plus_dws --setting="$setting" --seeds="$s" \
       --eval_every=1 "${COMMON[@]}" --output_dir="$RUNS/$name/seed$s/gcfl"
-    table gcfl "$OUT/$name" $(for t in "${GCFL_SEEDS[@]}"; do echo "$RUNS/$name/seed$t/baselines $RUNS/$name/seed$t/gcfl"; done)
+    # GCFL published its one-dataset numbers (NAME:N) for other client counts only: no paper column there.
+    local paper=gcfl; [[ "$setting" == *:* ]] && paper=""
+    table "$paper" "$OUT/$name" $(for t in "${GCFL_SEEDS[@]}"; do echo "$RUNS/$name/seed$t/baselines $RUNS/$name/seed$t/gcfl"; done)
   done
 }
 
