@@ -222,7 +222,8 @@ def to_markdown(rows: Sequence[ResultRow]) -> str:
       cells.append(_pm(r.best_mean, r.best_std))
     cells += [_pm(r.paper_mean, r.paper_std), "" if r.diff is None else f"{r.diff:+.2f}",
               "" if r.gain is None else f"{r.gain:+.2f}", "" if r.gain_ratio is None else f"{r.gain_ratio:.2f}",
-              "" if r.min_gain is None else f"{r.min_gain:+.2f}", str(r.parameters), str(r.shared_parameters)] + ([_epsilon(r)] if has_dp else [])
+              "" if r.min_gain is None else f"{r.min_gain:+.2f}", str(r.parameters),
+              str(r.shared_parameters)] + ([_epsilon(r)] if has_dp else [])
     lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
