@@ -1,8 +1,9 @@
 r"""Heterogeneity analysis of a setting (GCFL paper, Section 3): tables and heatmaps.
 
 Writes to --output_dir: properties.csv/.md (graph properties vs G(n, m) random graphs, with p-values),
-structure.csv / feature.csv (client x client mean heterogeneity), summary.md (within dataset, within
-domain, across domains), heatmap_structure.png / heatmap_feature.png and, with --run_dir naming
+structure.csv / feature.csv (client x client mean heterogeneity), summary.md (one client per dataset:
+within dataset, within domain, across domains; shards of datasets: within a client vs between clients),
+heatmap_structure.png / heatmap_feature.png and, with --run_dir naming
 GCFL-family run folders of the same setting (one per algorithm and seed, or one folder holding several
 seeds), within_clusters.csv (within-cluster vs all-client heterogeneity of each run's final clusters),
 within_clusters.md (mean ± std over the seeds per algorithm) and within_clusters.png (the paper's
@@ -171,7 +172,10 @@ def main(argv: list[str]) -> int:
   (out / "properties.md").write_text(
       "| client | property | real | G(n, m) | p-value |\n|---|---|---|---|---|\n" + "".join(
           f"| {c} | {n} | {a:.3f} | {b:.3f} | {p:.2g} |\n" for c, n, a, b, p in prop_rows))
-  summary = ["| measure | within dataset | within domain | across domains |", "|---|---|---|---|"]
+  if prepared.setting.one_client_per_dataset:  # GCFL Table 2's layout.
+    summary = ["| measure | within dataset | within domain | across domains |", "|---|---|---|---|"]
+  else:  # Shards (PROTEINS:10, NCI1:30): the diagonal vs the pairs of clients.
+    summary = ["| measure | within a client | between clients |", "|---|---|---|"]
   matrices = {}
   for label, measure in (("structure", het.structure_measure), ("feature", het.feature_measure)):
     m = matrices[label] = het.pairwise_matrix(groups, measure)
@@ -180,6 +184,10 @@ def main(argv: list[str]) -> int:
     if prepared.setting.one_client_per_dataset:
       s = het.domain_summary([c.dataset for c in prepared.clients], m)
       summary.append(f"| {label} | {s['within_dataset']:.3f} | {s['within_domain']:.3f} | {s['across_domains']:.3f} |")
+    else:
+      k = len(m)
+      between = np.mean([m[i, j] for i in range(k) for j in range(i + 1, k)])
+      summary.append(f"| {label} | {np.mean(np.diag(m)):.3f} | {between:.3f} |")
   if runs:
     measured = []  # (algorithm, seed folder, measure, within, all, clusters)
     for config, final, clusters in runs:

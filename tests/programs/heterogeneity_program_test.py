@@ -32,6 +32,12 @@ def test_program_writes_tables_heatmaps_and_within_cluster_numbers(data_dir, cac
   assert rows[0] == "client,0-MUTAG,1-MUTAG,2-MUTAG" and len(rows) == 4
   matrix = [[float(v) for v in r.split(",")[1:]] for r in rows[1:]]
   assert all(matrix[i][j] == matrix[j][i] for i in range(3) for j in range(3))
+  # Shards of one dataset: the summary compares a client with itself and with the other clients.
+  diagonal, between = sum(matrix[i][i] for i in range(3)) / 3, (matrix[0][1] + matrix[0][2] + matrix[1][2]) / 3
+  summary = (out / "summary.md").read_text()
+  assert "| measure | within a client | between clients |" in summary
+  assert any(abs(float(r.split("|")[2]) - diagonal) < 1e-3 and abs(float(r.split("|")[3]) - between) < 1e-3
+             for r in summary.splitlines() if r.startswith("| structure |")), summary
   within = (out / "within_clusters.csv").read_text().splitlines()
   assert within[0] == "algorithm,seed,measure,within_clusters,all_clients,clusters"
   algorithm, seed, measure, w, a = within[1].split(",")[:5]
