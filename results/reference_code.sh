@@ -7,7 +7,10 @@
 #                                                 only these two), selftrain-biosncv (its Self-train on
 #                                                 BIO-SN-CV, seeds 1-5), gcfl-molecules (GCFL repo, its six
 #                                                 algorithms on molecules = CHEM's 7 datasets, GCFL's
-#                                                 seeds 10, 42, 79, 111, 123 as in results/reproduce.sh)
+#                                                 seeds 10, 42, 79, 111, 123 as in results/reproduce.sh),
+#                                                 gcfl-proteins, gcfl-imdb, gcfl-nci1 (GCFL repo's
+#                                                 main_oneDS.py: PROTEINS over 10 clients, IMDB-BINARY
+#                                                 over 10, NCI1 over 30, its eps and seq_length, its seeds)
 #
 # Resumable per seed: a seed whose output CSV exists is not run again (the reference code cannot resume
 # a seed; an interrupted seed starts over). Both use the reference's split (seed_dataSplit = 123), which
@@ -35,7 +38,8 @@ keep() {  # keep <piece> <seed>: the seed's raw CSVs into the records (copied, t
 }
 declare -A GROUP_DATASETS=(  # the datasets each group reads; a missing one would make PyG try a download
   [chem]="MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1" [molecules]="MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1"
-  [biosncv]="ENZYMES DD PROTEINS COLLAB IMDB-BINARY IMDB-MULTI Letter-high Letter-low Letter-med")
+  [biosncv]="ENZYMES DD PROTEINS COLLAB IMDB-BINARY IMDB-MULTI Letter-high Letter-low Letter-med"
+  [PROTEINS]="PROTEINS" [IMDB-BINARY]="IMDB-BINARY" [NCI1]="NCI1")
 need_data() {  # need_data <group>: every dataset of the group laid out by setup.sh, or one error, exit 2
   local name missing=()
   for name in ${GROUP_DATASETS[$1]}; do
@@ -77,6 +81,24 @@ gcfl_molecules() {  # GCFL's eps for molecules (tff_graph/clustering.py REFERENC
   done
 }
 
+gcfl_oneds() {  # gcfl_oneds <piece> <dataset> <clients> <eps1> <eps2> <seq_length>: GCFL's one-dataset
+  # program with the flags of its runnerfile (without --repeat, so the CSVs keep their plain names)
+  local piece=$1 dataset=$2 clients=$3 eps1=$4 eps2=$5 seq=$6
+  need_data "$dataset"
+  for s in "${GCFL_SEEDS[@]}"; do
+    local out="$OUT/$piece/seed$s"
+    if [ -e "$RECORDS/$piece/seed$s/DONE" ]; then continue; fi
+    if [ ! -e "$out/DONE" ]; then
+      rm -rf "$out" && mkdir -p "$out"  # an interrupted seed starts over
+      (cd "$REFRUN/gcfl" && "$PY" main_oneDS.py --data_group "$dataset" --num_clients "$clients" --seed "$s" \
+        --epsilon1 "$eps1" --epsilon2 "$eps2" --seq_length "$seq" --num_rounds "$ROUNDS" --datapath "$REFRUN/data" \
+        --outbase "$out/raw") > "$out/log.txt" 2>&1
+      touch "$out/DONE"
+    fi
+    keep "$piece" "$s"
+  done
+}
+
 pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(fedstar-chem gcfl-molecules)
 for piece in "${pieces[@]}"; do
@@ -85,6 +107,10 @@ for piece in "${pieces[@]}"; do
     selftrain-chem) fedstar_repo selftrain-chem selftrain accuracy_selftrain_GC.csv chem ;;
     selftrain-biosncv) fedstar_repo selftrain-biosncv selftrain accuracy_selftrain_GC.csv biosncv ;;
     gcfl-molecules) gcfl_molecules ;;
-    *) echo "error: unknown piece '$piece' (fedstar-chem, selftrain-chem, selftrain-biosncv, gcfl-molecules)" >&2; exit 2 ;;
+    gcfl-proteins) gcfl_oneds gcfl-proteins PROTEINS 10 0.03 0.06 10 ;;  # GCFL's runnerfile
+    gcfl-imdb) gcfl_oneds gcfl-imdb IMDB-BINARY 10 0.025 0.045 5 ;;
+    gcfl-nci1) gcfl_oneds gcfl-nci1 NCI1 30 0.04 0.08 5 ;;
+    *) echo "error: unknown piece '$piece' (fedstar-chem, selftrain-chem, selftrain-biosncv, gcfl-molecules," \
+         "gcfl-proteins, gcfl-imdb, gcfl-nci1)" >&2; exit 2 ;;
   esac
 done

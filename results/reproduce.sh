@@ -317,6 +317,24 @@ molecules gcfl-molecules baselines/fedprox fedprox_mu0.01 final fedprox
 molecules gcfl-molecules gcfl/gcfl gcfl best_snapshot gcfl
 molecules gcfl-molecules gcfl/gcfl_plus gcflplus best_snapshot gcfl_plus
 molecules gcfl-molecules gcfl/gcfl_plus_dws gcflplusDWs best_snapshot gcfl_plus_dws
+gcfl-proteins gcfl-proteins baselines/local selftrain final local
+gcfl-proteins gcfl-proteins baselines/fedavg fedavg final fedavg
+gcfl-proteins gcfl-proteins baselines/fedprox fedprox_mu0.01 final fedprox
+gcfl-proteins gcfl-proteins gcfl/gcfl gcfl best_snapshot gcfl
+gcfl-proteins gcfl-proteins gcfl/gcfl_plus gcflplus best_snapshot gcfl_plus
+gcfl-proteins gcfl-proteins gcfl/gcfl_plus_dws gcflplusDWs best_snapshot gcfl_plus_dws
+gcfl-imdb gcfl-imdb baselines/local selftrain final local
+gcfl-imdb gcfl-imdb baselines/fedavg fedavg final fedavg
+gcfl-imdb gcfl-imdb baselines/fedprox fedprox_mu0.01 final fedprox
+gcfl-imdb gcfl-imdb gcfl/gcfl gcfl best_snapshot gcfl
+gcfl-imdb gcfl-imdb gcfl/gcfl_plus gcflplus best_snapshot gcfl_plus
+gcfl-imdb gcfl-imdb gcfl/gcfl_plus_dws gcflplusDWs best_snapshot gcfl_plus_dws
+gcfl-nci1 gcfl-nci1 baselines/local selftrain final local
+gcfl-nci1 gcfl-nci1 baselines/fedavg fedavg final fedavg
+gcfl-nci1 gcfl-nci1 baselines/fedprox fedprox_mu0.01 final fedprox
+gcfl-nci1 gcfl-nci1 gcfl/gcfl gcfl best_snapshot gcfl
+gcfl-nci1 gcfl-nci1 gcfl/gcfl_plus gcflplus best_snapshot gcfl_plus
+gcfl-nci1 gcfl-nci1 gcfl/gcfl_plus_dws gcflplusDWs best_snapshot gcfl_plus_dws
 PAIRS
 }
 
