@@ -18,7 +18,8 @@
 # Output: $OUT (default runs/reference-code)/<piece>/seed<s>/ (the reference's own CSV layout), log in
 # the same folder. Environment: REFRUN (default ~/.cache/tff_graph_reference), ROUNDS (default 200),
 # RECORDS (default results/reference-split/records/reference-code): each finished seed's raw/ CSVs are
-# copied there (to be committed; a new machine's $OUT is empty) and a seed recorded there is not run again.
+# copied there (to be committed; a new machine's $OUT is empty), with the GCFL repo's split log lines
+# (splits.txt), and a seed recorded there is not run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REFRUN=${REFRUN:-$HOME/.cache/tff_graph_reference}
@@ -34,6 +35,8 @@ keep() {  # keep <piece> <seed>: the seed's raw CSVs into the records (copied, t
   local from="$OUT/$1/seed$2" to="$RECORDS/$1/seed$2"
   rm -rf "$to.tmp" && mkdir -p "$to.tmp" && (cd "$from" && find raw -name '*.csv' -exec cp --parents {} "$to.tmp/" \;)
   [ -e "$from/DONE" ] && cp "$from/DONE" "$to.tmp/"
+  # The GCFL repo's cluster splits (its patched training.py prints one CLUSTERSPLIT line per split)
+  if grep -q CLUSTERSPLIT "$from/log.txt" 2> /dev/null; then grep CLUSTERSPLIT "$from/log.txt" > "$to.tmp/splits.txt"; fi
   rm -rf "$to" && mv "$to.tmp" "$to"
 }
 declare -A GROUP_DATASETS=(  # the datasets each group reads; a missing one would make PyG try a download
