@@ -307,35 +307,15 @@ papers_code() {  # Each client beside the papers' own code on the same split and
     $PY -m programs.reference_clients --runs="$runs" --reference="$ref/$piece" --reference_algorithm="$theirs" \
       --our_accuracy="$accuracy" --output="$OUT/$table/vs_papers_code_$name.md" > /dev/null \
       || echo "note: no $OUT/$table/vs_papers_code_$name.md" >&2
-  done <<'PAIRS'
-chem fedstar-chem fedstar fedstar_rw_dg final fedstar
-chem selftrain-chem local selftrain final local
-biosncv selftrain-biosncv local selftrain final local
-molecules gcfl-molecules baselines/local selftrain final local
-molecules gcfl-molecules baselines/fedavg fedavg final fedavg
-molecules gcfl-molecules baselines/fedprox fedprox_mu0.01 final fedprox
-molecules gcfl-molecules gcfl/gcfl gcfl best_snapshot gcfl
-molecules gcfl-molecules gcfl/gcfl_plus gcflplus best_snapshot gcfl_plus
-molecules gcfl-molecules gcfl/gcfl_plus_dws gcflplusDWs best_snapshot gcfl_plus_dws
-gcfl-proteins gcfl-proteins baselines/local selftrain final local
-gcfl-proteins gcfl-proteins baselines/fedavg fedavg final fedavg
-gcfl-proteins gcfl-proteins baselines/fedprox fedprox_mu0.01 final fedprox
-gcfl-proteins gcfl-proteins gcfl/gcfl gcfl best_snapshot gcfl
-gcfl-proteins gcfl-proteins gcfl/gcfl_plus gcflplus best_snapshot gcfl_plus
-gcfl-proteins gcfl-proteins gcfl/gcfl_plus_dws gcflplusDWs best_snapshot gcfl_plus_dws
-gcfl-imdb gcfl-imdb baselines/local selftrain final local
-gcfl-imdb gcfl-imdb baselines/fedavg fedavg final fedavg
-gcfl-imdb gcfl-imdb baselines/fedprox fedprox_mu0.01 final fedprox
-gcfl-imdb gcfl-imdb gcfl/gcfl gcfl best_snapshot gcfl
-gcfl-imdb gcfl-imdb gcfl/gcfl_plus gcflplus best_snapshot gcfl_plus
-gcfl-imdb gcfl-imdb gcfl/gcfl_plus_dws gcflplusDWs best_snapshot gcfl_plus_dws
-gcfl-nci1 gcfl-nci1 baselines/local selftrain final local
-gcfl-nci1 gcfl-nci1 baselines/fedavg fedavg final fedavg
-gcfl-nci1 gcfl-nci1 baselines/fedprox fedprox_mu0.01 final fedprox
-gcfl-nci1 gcfl-nci1 gcfl/gcfl gcfl best_snapshot gcfl
-gcfl-nci1 gcfl-nci1 gcfl/gcfl_plus gcflplus best_snapshot gcfl_plus
-gcfl-nci1 gcfl-nci1 gcfl/gcfl_plus_dws gcflplusDWs best_snapshot gcfl_plus_dws
-PAIRS
+  done < <(printf '%s\n' "chem fedstar-chem fedstar fedstar_rw_dg final fedstar" \
+             "chem selftrain-chem local selftrain final local" "biosncv selftrain-biosncv local selftrain final local"
+           for pair in molecules=gcfl-molecules gcfl-proteins=gcfl-proteins gcfl-imdb=gcfl-imdb gcfl-nci1=gcfl-nci1; do
+             # a GCFL table's six methods beside the GCFL repo's: <table> <piece> <ours> <theirs> <accuracy> <name>
+             printf "${pair%%=*} ${pair#*=} %s\n" "baselines/local selftrain final local" \
+               "baselines/fedavg fedavg final fedavg" "baselines/fedprox fedprox_mu0.01 final fedprox" \
+               "gcfl/gcfl gcfl best_snapshot gcfl" "gcfl/gcfl_plus gcflplus best_snapshot gcfl_plus" \
+               "gcfl/gcfl_plus_dws gcflplusDWs best_snapshot gcfl_plus_dws"
+           done)
 }
 
 pieces=("$@")
