@@ -185,9 +185,8 @@ def main(argv: list[str]) -> int:
       s = het.domain_summary([c.dataset for c in prepared.clients], m)
       summary.append(f"| {label} | {s['within_dataset']:.3f} | {s['within_domain']:.3f} | {s['across_domains']:.3f} |")
     else:
-      k = len(m)
-      between = np.mean([m[i, j] for i in range(k) for j in range(i + 1, k)])
-      summary.append(f"| {label} | {np.mean(np.diag(m)):.3f} | {between:.3f} |")
+      s = het.shard_summary(m)
+      summary.append(f"| {label} | {s['within_client']:.3f} | {s['between_clients']:.3f} |")
   if runs:
     measured = []  # (algorithm, seed folder, measure, within, all, clusters)
     for config, final, clusters in runs:

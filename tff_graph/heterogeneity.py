@@ -51,6 +51,12 @@ def domain_summary(names: Sequence[str], matrix: np.ndarray) -> dict[str, float]
           "across_domains": float(np.mean(cross)) if cross else nan}
 
 
+def shard_summary(matrix: np.ndarray) -> dict[str, float]:
+  """For clients that are shards of one dataset (PROTEINS:10): the mean of the diagonal (a client with
+  itself) and over the pairs of clients (`within_vs_all_of`'s all-client number)."""
+  return {"within_client": float(np.mean(np.diag(matrix))), "between_clients": within_vs_all_of(matrix, [])[1]}
+
+
 def to_networkx(data: tu.TUDataset, g: int) -> nx.Graph:
   """Graph g of a dataset as an undirected networkx graph with nodes 0..n-1."""
   lo, hi = data.node_offsets[g], data.node_offsets[g + 1]
