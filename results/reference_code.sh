@@ -69,37 +69,25 @@ fedstar_repo() {  # fedstar_repo <piece> <alg> <result csv> <group>: the FedStar
   done
 }
 
-gcfl_molecules() {  # GCFL's eps for molecules (tff_graph/clustering.py REFERENCE_THRESHOLDS), its seeds
-  need_data molecules
-  for s in "${GCFL_SEEDS[@]}"; do
-    local out="$OUT/gcfl-molecules/seed$s"
-    if [ -e "$RECORDS/gcfl-molecules/seed$s/DONE" ]; then continue; fi
-    if [ ! -e "$out/DONE" ]; then
-      mkdir -p "$out"
-      (cd "$REFRUN/gcfl" && "$PY" main_multiDS.py --data_group molecules --seed "$s" --epsilon1 0.07 --epsilon2 0.28 \
-        --seq_length 5 --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out/raw") > "$out/log.txt" 2>&1
-      touch "$out/DONE"
-    fi
-    keep gcfl-molecules "$s"
-  done
-}
-
-gcfl_oneds() {  # gcfl_oneds <piece> <dataset> <clients> <eps1> <eps2> <seq_length>: GCFL's one-dataset
-  # program with the flags of its runnerfile (without --repeat, so the CSVs keep their plain names)
-  local piece=$1 dataset=$2 clients=$3 eps1=$4 eps2=$5 seq=$6
-  need_data "$dataset"
+gcfl_repo() {  # gcfl_repo <piece> <data group> <program> <flags...>: the GCFL repo's <program> with its
+  # runnerfile's flags for GCFL's seeds; an interrupted seed starts over
+  local piece=$1 group=$2 program=$3; shift 3
+  need_data "$group"
   for s in "${GCFL_SEEDS[@]}"; do
     local out="$OUT/$piece/seed$s"
     if [ -e "$RECORDS/$piece/seed$s/DONE" ]; then continue; fi
     if [ ! -e "$out/DONE" ]; then
-      rm -rf "$out" && mkdir -p "$out"  # an interrupted seed starts over
-      (cd "$REFRUN/gcfl" && "$PY" main_oneDS.py --data_group "$dataset" --num_clients "$clients" --seed "$s" \
-        --epsilon1 "$eps1" --epsilon2 "$eps2" --seq_length "$seq" --num_rounds "$ROUNDS" --datapath "$REFRUN/data" \
+      rm -rf "$out" && mkdir -p "$out"
+      (cd "$REFRUN/gcfl" && "$PY" "$program" "$@" --seed "$s" --num_rounds "$ROUNDS" --datapath "$REFRUN/data" \
         --outbase "$out/raw") > "$out/log.txt" 2>&1
       touch "$out/DONE"
     fi
     keep "$piece" "$s"
   done
+}
+oneds() {  # oneds <piece> <dataset> <clients> <eps1> <eps2> <seq_length>: main_oneDS.py, without --repeat
+  # (so the CSVs keep their plain names)
+  gcfl_repo "$1" "$2" main_oneDS.py --data_group "$2" --num_clients "$3" --epsilon1 "$4" --epsilon2 "$5" --seq_length "$6"
 }
 
 pieces=("$@")
@@ -109,10 +97,11 @@ for piece in "${pieces[@]}"; do
     fedstar-chem) fedstar_repo fedstar-chem fedstar accuracy_fedstar_rw_dg_GC.csv chem ;;
     selftrain-chem) fedstar_repo selftrain-chem selftrain accuracy_selftrain_GC.csv chem ;;
     selftrain-biosncv) fedstar_repo selftrain-biosncv selftrain accuracy_selftrain_GC.csv biosncv ;;
-    gcfl-molecules) gcfl_molecules ;;
-    gcfl-proteins) gcfl_oneds gcfl-proteins PROTEINS 10 0.03 0.06 10 ;;  # GCFL's runnerfile
-    gcfl-imdb) gcfl_oneds gcfl-imdb IMDB-BINARY 10 0.025 0.045 5 ;;
-    gcfl-nci1) gcfl_oneds gcfl-nci1 NCI1 30 0.04 0.08 5 ;;
+    gcfl-molecules) gcfl_repo gcfl-molecules molecules main_multiDS.py --data_group molecules --epsilon1 0.07 \
+                      --epsilon2 0.28 --seq_length 5 ;;  # tff_graph/clustering.py REFERENCE_THRESHOLDS
+    gcfl-proteins) oneds gcfl-proteins PROTEINS 10 0.03 0.06 10 ;;  # GCFL's runnerfile
+    gcfl-imdb) oneds gcfl-imdb IMDB-BINARY 10 0.025 0.045 5 ;;
+    gcfl-nci1) oneds gcfl-nci1 NCI1 30 0.04 0.08 5 ;;
     *) echo "error: unknown piece '$piece' (fedstar-chem, selftrain-chem, selftrain-biosncv, gcfl-molecules," \
          "gcfl-proteins, gcfl-imdb, gcfl-nci1)" >&2; exit 2 ;;
   esac
