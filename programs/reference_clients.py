@@ -7,6 +7,10 @@ r"""Sets each client's final test accuracy beside the papers' own code's on the 
   # GCFL on molecules: the GCFL repo reports each client's best snapshot, so compare ours with that
   python -m programs.reference_clients --runs=runs/results-reference/molecules/seed10/gcfl/gcfl,... \
       --reference=runs/reference-code/gcfl-molecules --reference_algorithm=gcfl --our_accuracy=best_snapshot
+  # FedAvg on PROTEINS:10 round by round (the GCFL repo's run traced: results/reference_code.sh
+  # curves-gcfl-proteins writes seed<s>/curves.csv beside its records)
+  python -m programs.reference_clients --runs=runs/results-reference/gcfl-proteins/seed10/baselines/fedavg,... \
+      --reference=results/reference-split/records/reference-code/gcfl-proteins --reference_algorithm=fedavg --by_round
 
 `--runs` must be runs of one algorithm and configuration (merged over seeds as `programs.tables` does);
 only the seeds finished on both sides are compared (`tff_graph.reference_runs`). Prints the table and,
@@ -37,6 +41,9 @@ _OUR_ACCURACY = flags.DEFINE_enum("our_accuracy", "final", list(reference_runs.A
                                   "Which of our accuracies is the reference's number: final (FedStar, "
                                   "Self-train, FedAvg, FedProx) or best_snapshot (the GCFL repo's GCFL, GCFL+, "
                                   "GCFL+dWs report each client's best cached cluster model).")
+_BY_ROUND = flags.DEFINE_bool("by_round", False, "Compare the clients' average test accuracy round by round "
+                               "instead of each client's final one: the reference's seed<s>/curves.csv, traced "
+                               "by results/reference_code.sh curves-<piece> (its FedAvg and FedProx).")
 _OUTPUT = flags.DEFINE_string("output", None, "Markdown file to write the table to.")
 
 
@@ -52,15 +59,27 @@ def main(argv: list[str]) -> int:
     if split != "reference":
       raise results.ResultsError(f"the runs use the {split} split: only --split=reference runs have the "
                                  "papers' code's test graphs")
-    theirs = reference_runs.load_reference(_REFERENCE.value, _ALGORITHM.value)
-    seeds, rows = reference_runs.compare_clients(loaded[0], theirs, _OUR_ACCURACY.value)
+    if _BY_ROUND.value:
+      if _OUR_ACCURACY.value != "final":
+        raise results.ResultsError("--by_round compares the running model round by round: it takes no "
+                                   "--our_accuracy=best_snapshot")
+      seeds, rounds = reference_runs.compare_curves(
+          loaded[0], reference_runs.load_reference_curves(_REFERENCE.value, _ALGORITHM.value))
+    else:
+      theirs = reference_runs.load_reference(_REFERENCE.value, _ALGORITHM.value)
+      seeds, rows = reference_runs.compare_clients(loaded[0], theirs, _OUR_ACCURACY.value)
   except (results.ResultsError, reference_runs.ReferenceError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  which = "final-round" if _OUR_ACCURACY.value == "final" else "best-snapshot"
-  text = (f"{results.row_label(loaded[0].config)} on {loaded[0].config.setting}, {which} test accuracy (%) "
-          f"per client, mean ± std over seeds {','.join(map(str, seeds))}; papers' code: "
-          f"{_REFERENCE.value} ({_ALGORITHM.value})\n\n" + reference_runs.to_markdown(seeds, rows))
+  if _BY_ROUND.value:
+    text = (f"{results.row_label(loaded[0].config)} on {loaded[0].config.setting}, the clients' average test "
+            f"accuracy (%) by round, mean ± std over seeds {','.join(map(str, seeds))}; papers' code: "
+            f"{_REFERENCE.value} ({_ALGORITHM.value}, traced)\n\n" + reference_runs.curves_to_markdown(seeds, rounds))
+  else:
+    which = "final-round" if _OUR_ACCURACY.value == "final" else "best-snapshot"
+    text = (f"{results.row_label(loaded[0].config)} on {loaded[0].config.setting}, {which} test accuracy (%) "
+            f"per client, mean ± std over seeds {','.join(map(str, seeds))}; papers' code: "
+            f"{_REFERENCE.value} ({_ALGORITHM.value})\n\n" + reference_runs.to_markdown(seeds, rows))
   if _OUTPUT.value:
     out = pathlib.Path(_OUTPUT.value)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,12 @@
 #                                                 seeds 10, 42, 79, 111, 123 as in results/reproduce.sh),
 #                                                 gcfl-proteins, gcfl-imdb, gcfl-nci1 (GCFL repo's
 #                                                 main_oneDS.py: PROTEINS over 10 clients, IMDB-BINARY
-#                                                 over 10, NCI1 over 30, its eps and seq_length, its seeds)
+#                                                 over 10, NCI1 over 30, its eps and seq_length, its seeds),
+#                                                 curves-<gcfl piece> (each recorded seed of a GCFL-repo piece
+#                                                 again, traced by results/reference_curves.py: its FedAvg's
+#                                                 and FedProx's per-client test accuracy every 10 rounds, into
+#                                                 the record's curves.csv, kept only if the traced run wrote
+#                                                 the same accuracy CSVs as the recorded one)
 #
 # Resumable per seed: a seed whose output CSV exists is not run again (the reference code cannot resume
 # a seed; an interrupted seed starts over). Both use the reference's split (seed_dataSplit = 123), which
@@ -22,6 +27,7 @@
 # (splits.txt), and a seed recorded there is not run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 REFRUN=${REFRUN:-$HOME/.cache/tff_graph_reference}
 OUT=${OUT:-runs/reference-code}
 ROUNDS=${ROUNDS:-200}
@@ -74,6 +80,7 @@ gcfl_repo() {  # gcfl_repo <piece> <data group> <program> <flags...>: the GCFL r
   local piece=$1 group=$2 program=$3; shift 3
   need_data "$group"
   for s in "${GCFL_SEEDS[@]}"; do
+    if [ "$CURVES" = 1 ]; then trace_seed "$piece" "$s" "$program" "$@"; continue; fi
     local out="$OUT/$piece/seed$s"
     if [ -e "$RECORDS/$piece/seed$s/DONE" ]; then continue; fi
     if [ ! -e "$out/DONE" ]; then
@@ -85,6 +92,23 @@ gcfl_repo() {  # gcfl_repo <piece> <data group> <program> <flags...>: the GCFL r
     keep "$piece" "$s"
   done
 }
+trace_seed() {  # trace_seed <piece> <seed> <program> <flags...>: a recorded seed run again with its FedAvg
+  # and FedProx traced (results/reference_curves.py, which stops the program before GCFL); the trace is kept
+  # in the record only if every accuracy CSV the traced run wrote equals the recorded one
+  local piece=$1 s=$2 program=$3; shift 3
+  local rec="$RECORDS/$piece/seed$s" out="$OUT/curves-$piece/seed$s" f n=0
+  [ -e "$rec/DONE" ] || return 0  # not recorded yet: nothing to check the trace against
+  [ -e "$rec/curves.csv" ] && return 0
+  rm -rf "$out" && mkdir -p "$out"
+  (cd "$REFRUN/gcfl" && "$PY" "$ROOT/results/reference_curves.py" --program "$program" --trace "$out/curves.csv" \
+    --every 10 -- "$@" --seed "$s" --num_rounds "$ROUNDS" --datapath "$REFRUN/data" --outbase "$out/raw") > "$out/log.txt" 2>&1
+  for f in $(cd "$out" && find raw -name 'accuracy_*.csv'); do
+    cmp -s "$out/$f" "$rec/$f" || { echo "error: the traced seed $s of $piece wrote another $f than the record" >&2; exit 1; }
+    n=$((n + 1))
+  done
+  [ "$n" -ge 3 ] || { echo "error: the traced seed $s of $piece wrote $n accuracy CSVs (log: $out/log.txt)" >&2; exit 1; }
+  cp "$out/curves.csv" "$rec/curves.csv.tmp" && mv "$rec/curves.csv.tmp" "$rec/curves.csv"
+}
 oneds() {  # oneds <piece> <dataset> <clients> <eps1> <eps2> <seq_length>: main_oneDS.py, without --repeat
   # (so the CSVs keep their plain names)
   gcfl_repo "$1" "$2" main_oneDS.py --data_group "$2" --num_clients "$3" --epsilon1 "$4" --epsilon2 "$5" --seq_length "$6"
@@ -93,6 +117,8 @@ oneds() {  # oneds <piece> <dataset> <clients> <eps1> <eps2> <seq_length>: main_
 pieces=("$@")
 [ ${#pieces[@]} -gt 0 ] || pieces=(fedstar-chem gcfl-molecules)
 for piece in "${pieces[@]}"; do
+  CURVES=0
+  case $piece in curves-gcfl-*) CURVES=1; piece=${piece#curves-} ;; esac
   case $piece in
     fedstar-chem) fedstar_repo fedstar-chem fedstar accuracy_fedstar_rw_dg_GC.csv chem ;;
     selftrain-chem) fedstar_repo selftrain-chem selftrain accuracy_selftrain_GC.csv chem ;;
@@ -103,6 +129,6 @@ for piece in "${pieces[@]}"; do
     gcfl-imdb) oneds gcfl-imdb IMDB-BINARY 10 0.025 0.045 5 ;;
     gcfl-nci1) oneds gcfl-nci1 NCI1 30 0.04 0.08 5 ;;
     *) echo "error: unknown piece '$piece' (fedstar-chem, selftrain-chem, selftrain-biosncv, gcfl-molecules," \
-         "gcfl-proteins, gcfl-imdb, gcfl-nci1)" >&2; exit 2 ;;
+         "gcfl-proteins, gcfl-imdb, gcfl-nci1, curves-<gcfl piece>)" >&2; exit 2 ;;
   esac
 done

@@ -165,3 +165,88 @@ def to_markdown(seeds: Sequence[int], rows: Sequence[ClientComparison]) -> str:
   theirs = np.mean([np.mean(r.theirs) for r in rows])
   lines.append(f"| average | | {ours:.2f} | {theirs:.2f} | {ours - theirs:+.2f} | |")
   return "\n".join(lines)
+
+
+# Round by round: results/reference_curves.py traces the GCFL repo's FedAvg and FedProx without changing
+# their runs (each client's test accuracy every few rounds) into `<folder>/seed<s>/curves.csv`.
+CURVES_FILE = "curves.csv"
+
+
+def load_reference_curves(folder: str | pathlib.Path, algorithm: str) -> dict[int, dict[int, float]]:
+  """seed -> round -> the clients' average test accuracy (0..1) of `algorithm`, from every traced seed."""
+  folder = pathlib.Path(folder)
+  curves: dict[int, dict[int, float]] = {}
+  for seed_dir in sorted(folder.glob("seed*")):
+    m = re.fullmatch(r"seed(\d+)", seed_dir.name)
+    path = seed_dir / CURVES_FILE
+    if not m or not path.is_file():
+      continue
+    per_round: dict[int, dict[str, float]] = {}
+    with path.open(newline="") as f:
+      for row in csv.DictReader(f):
+        if row.get("algorithm") != algorithm:
+          continue
+        try:
+          per_round.setdefault(int(row["round"]), {})[row["client"]] = float(row["test_acc"])
+        except (KeyError, TypeError, ValueError):
+          raise ReferenceError(f"{path}: a row without numeric round/test_acc or a client: {row}") from None
+    if not per_round:
+      continue
+    clients = set(next(iter(per_round.values())))
+    for rnd, accs in per_round.items():
+      if set(accs) != clients:
+        raise ReferenceError(f"{path}: round {rnd} has clients {sorted(accs)}, other rounds {sorted(clients)}")
+    curves[int(m.group(1))] = {rnd: float(np.mean(list(accs.values()))) for rnd, accs in sorted(per_round.items())}
+  if not curves:
+    raise ReferenceError(f"no traced seed of {algorithm!r} under {folder} (seed<s>/{CURVES_FILE}, "
+                         "results/reference_code.sh curves-<piece>)")
+  return curves
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundComparison:
+  round: int
+  ours: tuple[float, ...]  # the clients' average test accuracy per common seed, %
+  theirs: tuple[float, ...]
+
+  @property
+  def diff(self) -> float:
+    return float(np.mean(self.ours) - np.mean(self.theirs))
+
+  @property
+  def seeds_below(self) -> int:
+    """On how many seeds ours is below theirs (paired by seed number, not by weights)."""
+    return sum(o < t for o, t in zip(self.ours, self.theirs))
+
+
+def compare_curves(ours: experiment.ExperimentResult, theirs: Mapping[int, Mapping[int, float]]
+                   ) -> tuple[tuple[int, ...], list[RoundComparison]]:
+  """(the common seeds, one row per round evaluated on both sides and on every common seed)."""
+  by_seed = {s.seed: dict(s.curve) for s in ours.seeds}
+  seeds = tuple(sorted(set(by_seed) & set(theirs)))
+  if not seeds:
+    raise ReferenceError(f"no seed is finished on both sides (ours {sorted(by_seed)}, traced {sorted(theirs)})")
+  rounds = sorted(set.intersection(*(set(by_seed[s]) & set(theirs[s]) for s in seeds)))
+  if not rounds:
+    raise ReferenceError(f"no round is evaluated on both sides (ours every {sorted(by_seed[seeds[0]])[:2]}..., "
+                         f"theirs {sorted(theirs[seeds[0]])[:2]}...)")
+  return seeds, [RoundComparison(r, tuple(100 * by_seed[s][r] for s in seeds), tuple(100 * theirs[s][r] for s in seeds))
+                 for r in rounds]
+
+
+def curves_to_markdown(seeds: Sequence[int], rows: Sequence[RoundComparison]) -> str:
+  def pm(v):
+    return f"{np.mean(v):.2f} ± {np.std(v):.2f}"
+  lines = [f"| round | tff-graph (seeds {','.join(map(str, seeds))}) | papers' code | difference | "
+           "seeds where ours is lower |", "|---|---|---|---|---|"]
+  for r in rows:
+    lines.append(f"| {r.round} | {pm(r.ours)} | {pm(r.theirs)} | {round(r.diff, 2) + 0.0:+.2f} | "
+                 f"{r.seeds_below} of {len(seeds)} |")
+  # One round's average moves by points between evaluations: the later half's mean per seed is the steadier figure.
+  late = rows[len(rows) // 2:]
+  ours = [np.mean([r.ours[i] for r in late]) for i in range(len(seeds))]
+  theirs = [np.mean([r.theirs[i] for r in late]) for i in range(len(seeds))]
+  below = sum(o < t for o, t in zip(ours, theirs))
+  lines.append(f"| mean of rounds {late[0].round}-{late[-1].round} | {pm(ours)} | {pm(theirs)} | "
+               f"{round(float(np.mean(ours) - np.mean(theirs)), 2) + 0.0:+.2f} | {below} of {len(seeds)} |")
+  return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -128,3 +129,54 @@ def test_gcfl_repo_layout_is_found_and_compared_with_our_best_snapshots(tmp_path
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "best-snapshot test accuracy" in proc.stdout and "| 1-MUTAG | 20 | 90.00 ± 0.00 | 70.00 ± 0.00 | +20.00 | +4.0 |" in proc.stdout
+
+
+def _curves(folder: pathlib.Path, seed: int, rows: list[tuple[str, int, str, float]]) -> None:
+  """As results/reference_curves.py writes a traced seed: algorithm, round, client, test_loss, test_acc."""
+  (folder / f"seed{seed}").mkdir(parents=True, exist_ok=True)
+  (folder / f"seed{seed}" / "curves.csv").write_text("algorithm,round,client,test_loss,test_acc\n" + "".join(
+      f"{a},{r},{c},0.5,{acc}\n" for a, r, c, acc in rows))
+
+
+def test_fedavg_is_compared_round_by_round_with_the_traced_reference(tmp_path):
+  ours = tmp_path / "ours"
+  for seed, curve in ((10, [[10, 0.5], [20, 0.6], [30, 0.7]]), (42, [[10, 0.45], [20, 0.6], [30, 0.9]]),
+                      (79, [[10, 0.1], [20, 0.1], [30, 0.1]])):  # Seed 79 is not traced.
+    _run(ours / f"seed{seed}", "fedavg", seed, [0.5, 0.5], split="reference")
+    record = ours / f"seed{seed}" / f"seed_{seed}" / "final.json"
+    data = json.loads(record.read_text())
+    record.write_text(json.dumps({**data, "curve": curve}))
+  theirs = tmp_path / "theirs"
+  trace = [("fedprox", 10, "0-MUTAG", 0.0)]  # Another algorithm in the same file: not mixed in.
+  for rnd, (a, b) in {0: (0.5, 0.5), 10: (0.4, 0.8), 20: (0.7, 0.7), 30: (0.9, 0.9)}.items():
+    trace += [("fedavg", rnd, "0-MUTAG", a), ("fedavg", rnd, "1-MUTAG", b)]
+  _curves(theirs, 10, trace)
+  _curves(theirs, 42, [("fedavg", 10, "0-MUTAG", 0.5), ("fedavg", 10, "1-MUTAG", 0.5),
+                       ("fedavg", 20, "0-MUTAG", 0.5), ("fedavg", 20, "1-MUTAG", 0.5),
+                       ("fedavg", 30, "0-MUTAG", 0.5), ("fedavg", 30, "1-MUTAG", 0.5)])
+  curves = reference_runs.load_reference_curves(theirs, "fedavg")
+  assert curves == {10: {0: pytest.approx(0.5), 10: pytest.approx(0.6), 20: pytest.approx(0.7), 30: pytest.approx(0.9)},
+                    42: {10: pytest.approx(0.5), 20: pytest.approx(0.5), 30: pytest.approx(0.5)}}
+  seeds, rows = reference_runs.compare_curves(results.load_results([ours])[0], curves)
+  assert seeds == (10, 42) and [r.round for r in rows] == [10, 20, 30]  # Round 0: on one side only.
+  assert rows[0].ours == pytest.approx((50.0, 45.0)) and rows[0].theirs == pytest.approx((60.0, 50.0))
+  assert rows[0].diff == pytest.approx(-7.5) and rows[0].seeds_below == 2
+  assert rows[1].diff == pytest.approx(0.0) and rows[1].seeds_below == 1
+  md = reference_runs.curves_to_markdown(seeds, rows)
+  assert "| 10 | 47.50 ± 2.50 | 55.00 ± 5.00 | -7.50 | 2 of 2 |" in md
+  # The later half of the rounds (20, 30) averaged per seed: seed 10 65 vs 80, seed 42 75 vs 50.
+  assert md.splitlines()[-1] == "| mean of rounds 20-30 | 70.00 ± 5.00 | 65.00 ± 15.00 | +5.00 | 1 of 2 |"
+  env = {**os.environ, "PYTHONPATH": str(REPO)}
+  cmd = [sys.executable, "-m", "programs.reference_clients", f"--runs={ours}", f"--reference={theirs}",
+         "--reference_algorithm=fedavg", "--by_round"]
+  proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "average test accuracy (%) by round" in proc.stdout and "| 20 | 60.00 ± 0.00 | 60.00 ± 10.00 | +0.00 | 1 of 2 |" in proc.stdout
+  bad = subprocess.run(cmd + ["--our_accuracy=best_snapshot"], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=300)
+  assert bad.returncode == 2 and "takes no --our_accuracy=best_snapshot" in bad.stderr
+  _curves(theirs, 42, [("fedavg", 10, "0-MUTAG", 0.5), ("fedavg", 20, "1-MUTAG", 0.5)])
+  with pytest.raises(reference_runs.ReferenceError, match="round 20 has clients"):
+    reference_runs.load_reference_curves(theirs, "fedavg")
+  with pytest.raises(reference_runs.ReferenceError, match="no traced seed of 'gcfl'"):
+    reference_runs.load_reference_curves(theirs, "gcfl")
