@@ -43,7 +43,7 @@ _OUR_ACCURACY = flags.DEFINE_enum("our_accuracy", "final", list(reference_runs.A
                                   "GCFL+dWs report each client's best cached cluster model).")
 _BY_ROUND = flags.DEFINE_bool("by_round", False, "Compare the clients' average test accuracy round by round "
                                "instead of each client's final one: the reference's seed<s>/curves.csv, traced "
-                               "by results/reference_code.sh curves-<piece> (its FedAvg and FedProx).")
+                               "by results/reference_code.sh curves-<piece> (its selftrain, fedavg, fedprox).")
 _OUTPUT = flags.DEFINE_string("output", None, "Markdown file to write the table to.")
 
 

@@ -12,8 +12,9 @@
 #                                                 main_oneDS.py: PROTEINS over 10 clients, IMDB-BINARY
 #                                                 over 10, NCI1 over 30, its eps and seq_length, its seeds),
 #                                                 curves-<gcfl piece> (each recorded seed of a GCFL-repo piece
-#                                                 again, traced by results/reference_curves.py: its FedAvg's
-#                                                 and FedProx's per-client test accuracy every 10 rounds, into
+#                                                 again, traced by results/reference_curves.py: its Self-
+#                                                 train's, FedAvg's and FedProx's per-client test accuracy
+#                                                 every 10 epochs / rounds, into
 #                                                 the record's curves.csv, kept only if the traced run wrote
 #                                                 the same accuracy CSVs as the recorded one)
 #
@@ -92,8 +93,8 @@ gcfl_repo() {  # gcfl_repo <piece> <data group> <program> <flags...>: the GCFL r
     keep "$piece" "$s"
   done
 }
-trace_seed() {  # trace_seed <piece> <seed> <program> <flags...>: a recorded seed run again with its FedAvg
-  # and FedProx traced (results/reference_curves.py, which stops the program before GCFL); the trace is kept
+trace_seed() {  # trace_seed <piece> <seed> <program> <flags...>: a recorded seed run again with its
+  # Self-train, FedAvg and FedProx traced (results/reference_curves.py, which stops the program before GCFL); the trace is kept
   # in the record only if every accuracy CSV the traced run wrote equals the recorded one
   local piece=$1 s=$2 program=$3; shift 3
   local rec="$RECORDS/$piece/seed$s" out="$OUT/curves-$piece/seed$s" f n=0

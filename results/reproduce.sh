@@ -30,8 +30,8 @@
 # folders that exist (results/<split>/figures, programs.figures; GCFL Fig. 3 from the GCFL tables' runs:
 # results/<split>/heterogeneity-<name>, programs.heterogeneity); papers-code = each client beside the papers'
 # own code on the same split and seeds (SPLIT=reference; the reference runs recorded by
-# results/reference_code.sh; -> <table>/vs_papers_code_<method>.md, programs.reference_clients; FedAvg and FedProx
-# also round by round, vs_papers_code_<method>_by_round.md, where reference_code.sh curves-<piece> traced them); scaling = FedAvg, GCFL, FedStar on CHEM split
+# results/reference_code.sh; -> <table>/vs_papers_code_<method>.md, programs.reference_clients; Self-train, FedAvg
+# and FedProx also round by round, vs_papers_code_<method>_by_round.md, where reference_code.sh curves-<piece> traced them); scaling = FedAvg, GCFL, FedStar on CHEM split
 # into k = 1, 2, 4, 8, 12 shards per dataset (7 ... 84 clients), seeds 1-3, always on the NumPy split
 # (results/<split>/scaling/chem@<k>, figures/chem_scaling.png).
 #
@@ -308,9 +308,10 @@ papers_code() {  # Each client beside the papers' own code on the same split and
     $PY -m programs.reference_clients --runs="$runs" --reference="$ref/$piece" --reference_algorithm="$theirs" \
       --our_accuracy="$accuracy" --output="$OUT/$table/vs_papers_code_$name.md" > /dev/null \
       || echo "note: no $OUT/$table/vs_papers_code_$name.md" >&2
-    if [[ "$name" =~ ^(fedavg|fedprox)$ ]] && ls "$ref/$piece"/seed*/curves.csv > /dev/null 2>&1; then
-      # the GCFL repo's FedAvg / FedProx traced round by round (reference_code.sh curves-<piece>)
-      $PY -m programs.reference_clients --runs="$runs" --reference="$ref/$piece" --reference_algorithm="$name" \
+    if [[ "$name" =~ ^(local|fedavg|fedprox)$ ]] && ls "$ref/$piece"/seed*/curves.csv > /dev/null 2>&1; then
+      # the GCFL repo's Self-train / FedAvg / FedProx traced round by round (reference_code.sh curves-<piece>;
+      # named there selftrain, fedavg, fedprox)
+      $PY -m programs.reference_clients --runs="$runs" --reference="$ref/$piece" --reference_algorithm="${theirs%%_mu*}" \
         --by_round --output="$OUT/$table/vs_papers_code_${name}_by_round.md" > /dev/null \
         || echo "note: no $OUT/$table/vs_papers_code_${name}_by_round.md" >&2
     fi

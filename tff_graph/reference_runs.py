@@ -167,7 +167,7 @@ def to_markdown(seeds: Sequence[int], rows: Sequence[ClientComparison]) -> str:
   return "\n".join(lines)
 
 
-# Round by round: results/reference_curves.py traces the GCFL repo's FedAvg and FedProx without changing
+# Round by round: results/reference_curves.py traces the GCFL repo's Self-train, FedAvg and FedProx without changing
 # their runs (each client's test accuracy every few rounds) into `<folder>/seed<s>/curves.csv`.
 CURVES_FILE = "curves.csv"
 
