@@ -91,16 +91,26 @@ def load_reference(folder: str | pathlib.Path, algorithm: str) -> ReferenceRuns:
   return ReferenceRuns(accuracy, test_graphs)
 
 
-@dataclasses.dataclass(frozen=True)
-class ClientComparison:
-  client: str  # tff-graph's client id
-  test_graphs: int
-  ours: tuple[float, ...]  # per common seed, %
+class _Paired:
+  """A row of paired numbers, `ours` and `theirs` (per common seed, %), and their mean difference."""
+  ours: tuple[float, ...]
   theirs: tuple[float, ...]
 
   @property
   def diff(self) -> float:
     return float(np.mean(self.ours) - np.mean(self.theirs))
+
+
+def _pm(values: Sequence[float]) -> str:
+  return f"{np.mean(values):.2f} ± {np.std(values):.2f}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientComparison(_Paired):
+  client: str  # tff-graph's client id
+  test_graphs: int
+  ours: tuple[float, ...]  # per common seed, %
+  theirs: tuple[float, ...]
 
   @property
   def diff_graphs(self) -> float:
@@ -154,12 +164,10 @@ def compare_clients(ours: experiment.ExperimentResult, theirs: ReferenceRuns, ac
 
 
 def to_markdown(seeds: Sequence[int], rows: Sequence[ClientComparison]) -> str:
-  def pm(v):
-    return f"{np.mean(v):.2f} ± {np.std(v):.2f}"
   lines = [f"| client | test graphs | tff-graph (seeds {','.join(map(str, seeds))}) | papers' code | "
            "difference | in test graphs |", "|---|---|---|---|---|---|"]
   for r in rows:
-    lines.append(f"| {r.client} | {r.test_graphs} | {pm(r.ours)} | {pm(r.theirs)} | {round(r.diff, 2) + 0.0:+.2f} | "
+    lines.append(f"| {r.client} | {r.test_graphs} | {_pm(r.ours)} | {_pm(r.theirs)} | {round(r.diff, 2) + 0.0:+.2f} | "
                  f"{round(r.diff_graphs, 1) + 0.0:+.1f} |")  # (+ 0.0: no "-0.00" for a rounding residue)
   ours = np.mean([np.mean(r.ours) for r in rows])
   theirs = np.mean([np.mean(r.theirs) for r in rows])
@@ -204,14 +212,10 @@ def load_reference_curves(folder: str | pathlib.Path, algorithm: str) -> dict[in
 
 
 @dataclasses.dataclass(frozen=True)
-class RoundComparison:
+class RoundComparison(_Paired):
   round: int
   ours: tuple[float, ...]  # the clients' average test accuracy per common seed, %
   theirs: tuple[float, ...]
-
-  @property
-  def diff(self) -> float:
-    return float(np.mean(self.ours) - np.mean(self.theirs))
 
   @property
   def seeds_below(self) -> int:
@@ -235,18 +239,16 @@ def compare_curves(ours: experiment.ExperimentResult, theirs: Mapping[int, Mappi
 
 
 def curves_to_markdown(seeds: Sequence[int], rows: Sequence[RoundComparison]) -> str:
-  def pm(v):
-    return f"{np.mean(v):.2f} ± {np.std(v):.2f}"
   lines = [f"| round | tff-graph (seeds {','.join(map(str, seeds))}) | papers' code | difference | "
            "seeds where ours is lower |", "|---|---|---|---|---|"]
   for r in rows:
-    lines.append(f"| {r.round} | {pm(r.ours)} | {pm(r.theirs)} | {round(r.diff, 2) + 0.0:+.2f} | "
+    lines.append(f"| {r.round} | {_pm(r.ours)} | {_pm(r.theirs)} | {round(r.diff, 2) + 0.0:+.2f} | "
                  f"{r.seeds_below} of {len(seeds)} |")
   # One round's average moves by points between evaluations: the later half's mean per seed is the steadier figure.
   late = rows[len(rows) // 2:]
   ours = [np.mean([r.ours[i] for r in late]) for i in range(len(seeds))]
   theirs = [np.mean([r.theirs[i] for r in late]) for i in range(len(seeds))]
   below = sum(o < t for o, t in zip(ours, theirs))
-  lines.append(f"| mean of rounds {late[0].round}-{late[-1].round} | {pm(ours)} | {pm(theirs)} | "
+  lines.append(f"| mean of rounds {late[0].round}-{late[-1].round} | {_pm(ours)} | {_pm(theirs)} | "
                f"{round(float(np.mean(ours) - np.mean(theirs)), 2) + 0.0:+.2f} | {below} of {len(seeds)} |")
   return "\n".join(lines)
