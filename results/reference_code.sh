@@ -14,9 +14,9 @@
 #                                                 curves-<gcfl piece> (each recorded seed of a GCFL-repo piece
 #                                                 again, traced by results/reference_curves.py: its Self-
 #                                                 train's, FedAvg's and FedProx's per-client test accuracy
-#                                                 every 10 epochs / rounds, into
-#                                                 the record's curves.csv, kept only if the traced run wrote
-#                                                 the same accuracy CSVs as the recorded one)
+#                                                 every 10 epochs / rounds into the record's curves.csv,
+#                                                 kept only if the traced run wrote the same accuracy CSVs
+#                                                 as the recorded one; run on gcfl-proteins)
 #
 # Resumable per seed: a seed whose output CSV exists is not run again (the reference code cannot resume
 # a seed; an interrupted seed starts over). Both use the reference's split (seed_dataSplit = 123), which
@@ -94,8 +94,9 @@ gcfl_repo() {  # gcfl_repo <piece> <data group> <program> <flags...>: the GCFL r
   done
 }
 trace_seed() {  # trace_seed <piece> <seed> <program> <flags...>: a recorded seed run again with its
-  # Self-train, FedAvg and FedProx traced (results/reference_curves.py, which stops the program before GCFL); the trace is kept
-  # in the record only if every accuracy CSV the traced run wrote equals the recorded one
+  # Self-train, FedAvg and FedProx traced (results/reference_curves.py, which stops the program before
+  # GCFL); the trace is kept in the record only if every accuracy CSV the traced run wrote equals the
+  # recorded one
   local piece=$1 s=$2 program=$3; shift 3
   local rec="$RECORDS/$piece/seed$s" out="$OUT/curves-$piece/seed$s" f n=0
   [ -e "$rec/DONE" ] || return 0  # not recorded yet: nothing to check the trace against
