@@ -72,14 +72,14 @@ def main(argv: list[str]) -> int:
     print(f"error: {e}", file=sys.stderr)
     return 2
   if _BY_ROUND.value:
-    text = (f"{results.row_label(loaded[0].config)} on {loaded[0].config.setting}, the clients' average test "
-            f"accuracy (%) by round, mean ± std over seeds {','.join(map(str, seeds))}; papers' code: "
-            f"{_REFERENCE.value} ({_ALGORITHM.value}, traced)\n\n" + reference_runs.curves_to_markdown(seeds, rounds))
+    what, source, table = ("the clients' average test accuracy (%) by round", f"{_ALGORITHM.value}, traced",
+                           reference_runs.curves_to_markdown(seeds, rounds))
   else:
     which = "final-round" if _OUR_ACCURACY.value == "final" else "best-snapshot"
-    text = (f"{results.row_label(loaded[0].config)} on {loaded[0].config.setting}, {which} test accuracy (%) "
-            f"per client, mean ± std over seeds {','.join(map(str, seeds))}; papers' code: "
-            f"{_REFERENCE.value} ({_ALGORITHM.value})\n\n" + reference_runs.to_markdown(seeds, rows))
+    what, source, table = (f"{which} test accuracy (%) per client", _ALGORITHM.value,
+                           reference_runs.to_markdown(seeds, rows))
+  text = (f"{results.row_label(loaded[0].config)} on {loaded[0].config.setting}, {what}, mean ± std over seeds "
+          f"{','.join(map(str, seeds))}; papers' code: {_REFERENCE.value} ({source})\n\n" + table)
   if _OUTPUT.value:
     out = pathlib.Path(_OUTPUT.value)
     out.parent.mkdir(parents=True, exist_ok=True)
