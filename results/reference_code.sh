@@ -8,6 +8,9 @@
 #                                                 BIO-SN-CV, seeds 1-5), gcfl-molecules (GCFL repo, its six
 #                                                 algorithms on molecules = CHEM's 7 datasets, GCFL's
 #                                                 seeds 10, 42, 79, 111, 123 as in results/reproduce.sh),
+#                                                 gcfl-biochem, gcfl-mix (the same on its biochem group, 10
+#                                                 clients, and its mix group, 13 clients with COLLAB and
+#                                                 the IMDBs; its runnerfile's eps 0.07/0.35 and 0.08/0.40),
 #                                                 gcfl-proteins, gcfl-imdb, gcfl-nci1 (GCFL repo's
 #                                                 main_oneDS.py: PROTEINS over 10 clients, IMDB-BINARY
 #                                                 over 10, NCI1 over 30, its eps and seq_length, its seeds),
@@ -48,6 +51,8 @@ keep() {  # keep <piece> <seed>: the seed's raw CSVs into the records (copied, t
 }
 declare -A GROUP_DATASETS=(  # the datasets each group reads; a missing one would make PyG try a download
   [chem]="MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1" [molecules]="MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1"
+  [biochem]="MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1 ENZYMES DD PROTEINS"
+  [mix]="MUTAG BZR COX2 DHFR PTC_MR AIDS NCI1 ENZYMES DD PROTEINS COLLAB IMDB-BINARY IMDB-MULTI"
   [biosncv]="ENZYMES DD PROTEINS COLLAB IMDB-BINARY IMDB-MULTI Letter-high Letter-low Letter-med"
   [PROTEINS]="PROTEINS" [IMDB-BINARY]="IMDB-BINARY" [NCI1]="NCI1")
 need_data() {  # need_data <group>: every dataset of the group laid out by setup.sh, or one error, exit 2
@@ -127,10 +132,13 @@ for piece in "${pieces[@]}"; do
     selftrain-biosncv) fedstar_repo selftrain-biosncv selftrain accuracy_selftrain_GC.csv biosncv ;;
     gcfl-molecules) gcfl_repo gcfl-molecules molecules main_multiDS.py --data_group molecules --epsilon1 0.07 \
                       --epsilon2 0.28 --seq_length 5 ;;  # tff_graph/clustering.py REFERENCE_THRESHOLDS
+    gcfl-biochem) gcfl_repo gcfl-biochem biochem main_multiDS.py --data_group biochem --epsilon1 0.07 \
+                    --epsilon2 0.35 --seq_length 5 ;;  # GCFL's runnerfile
+    gcfl-mix) gcfl_repo gcfl-mix mix main_multiDS.py --data_group mix --epsilon1 0.08 --epsilon2 0.4 --seq_length 5 ;;
     gcfl-proteins) oneds gcfl-proteins PROTEINS 10 0.03 0.06 10 ;;  # GCFL's runnerfile
     gcfl-imdb) oneds gcfl-imdb IMDB-BINARY 10 0.025 0.045 5 ;;
     gcfl-nci1) oneds gcfl-nci1 NCI1 30 0.04 0.08 5 ;;
     *) echo "error: unknown piece '$piece' (fedstar-chem, selftrain-chem, selftrain-biosncv, gcfl-molecules," \
-         "gcfl-proteins, gcfl-imdb, gcfl-nci1, curves-<gcfl piece>)" >&2; exit 2 ;;
+         "gcfl-biochem, gcfl-mix, gcfl-proteins, gcfl-imdb, gcfl-nci1, curves-<gcfl piece>)" >&2; exit 2 ;;
   esac
 done

@@ -317,7 +317,8 @@ papers_code() {  # Each client beside the papers' own code on the same split and
     fi
   done < <(printf '%s\n' "chem fedstar-chem fedstar fedstar_rw_dg final fedstar" \
              "chem selftrain-chem local selftrain final local" "biosncv selftrain-biosncv local selftrain final local"
-           for pair in molecules=gcfl-molecules gcfl-proteins=gcfl-proteins gcfl-imdb=gcfl-imdb gcfl-nci1=gcfl-nci1; do
+           for pair in molecules=gcfl-molecules gcfl-biochem=gcfl-biochem gcfl-mix=gcfl-mix gcfl-proteins=gcfl-proteins \
+                       gcfl-imdb=gcfl-imdb gcfl-nci1=gcfl-nci1; do
              # a GCFL table's six methods beside the GCFL repo's: <table> <piece> <ours> <theirs> <accuracy> <name>
              printf "${pair%%=*} ${pair#*=} %s\n" "baselines/local selftrain final local" \
                "baselines/fedavg fedavg final fedavg" "baselines/fedprox fedprox_mu0.01 final fedprox" \
