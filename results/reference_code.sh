@@ -31,6 +31,14 @@
 # (splits.txt), and a seed recorded there is not run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Every piece named is checked before anything runs (an unknown one: one error, exit 2, nothing run)
+KNOWN_PIECES="fedstar-chem selftrain-chem selftrain-biosncv gcfl-molecules gcfl-biochem gcfl-mix gcfl-proteins gcfl-imdb gcfl-nci1"
+for piece in "$@"; do
+  base=${piece#curves-}
+  if [[ " $KNOWN_PIECES " != *" $base "* ]] || { [ "$base" != "$piece" ] && [[ $base != gcfl-* ]]; }; then
+    echo "error: unknown piece '$piece' (${KNOWN_PIECES// /, }, curves-<gcfl piece>)" >&2; exit 2
+  fi
+done
 ROOT=$PWD
 REFRUN=${REFRUN:-$HOME/.cache/tff_graph_reference}
 OUT=${OUT:-runs/reference-code}
